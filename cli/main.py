@@ -1,0 +1,168 @@
+"""The `tcx` command line. Thin: parse, call core, pick a renderer.
+
+Importing this module must stay cheap (`tcx --help` never imports torch or rich):
+every command imports what it needs when it runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from typing import Any
+
+import click
+
+from tcx import __version__
+from tcx.cli.options import DYNAMO_ONLY_REASON, build_run_options, render_options, run_options
+from tcx.core.errors import EXIT_INTERNAL, EXIT_OK, EXIT_TARGET, EXIT_USAGE, TcxError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+EPILOG = """\b
+Exit codes: 0 ok · 1 a `check` budget was exceeded · 2 usage error (bad option, missing
+file or function, bad --call) · 3 the target failed (raised, exited non-zero, crashed,
+timed out) · 4 unreadable recording or log · 5 internal tcx error.
+"""
+
+
+@click.group(context_settings=CONTEXT, epilog=EPILOG)
+@click.version_option(__version__, prog_name="tcx")
+def cli() -> None:
+    """Make torch.compile explain itself.
+
+    \b
+    TARGET is one of:
+      script.py               run it as __main__, record every compile
+      script.py:func          only that function's frames; with --call (or a
+                              tcx_calls() in the script) tcx calls it itself
+      package.module:func     import the module, call func with --call/tcx_calls()
+      FILE.tcx                a recording saved with --save
+      TRACE.log | DIR         a TORCH_TRACE log file or directory
+    """
+
+
+def _console(params: dict[str, Any]) -> Any:
+    from tcx.renderers.console import make_console
+
+    color = not (params.get("no_color") or os.environ.get("NO_COLOR"))
+    return make_console(color=color, width=params.get("width"))
+
+
+def _load(params: dict[str, Any], default_backend: str | None, reason: str) -> Any:
+    from tcx.cli.session import load
+
+    opts = build_run_options(params, default_backend, reason)
+    return load(params["target"], opts)
+
+
+def _target_failed(model: Any) -> bool:
+    from tcx.core.explain import program_status
+
+    return program_status(model)["status"] not in ("ok", "not recorded")
+
+
+def _emit_json(doc: dict[str, Any]) -> None:
+    import json
+
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+
+
+@cli.command(epilog=EPILOG)
+@run_options
+@render_options(("text", "json"))
+def explain(**params: Any) -> None:
+    """Why did TARGET graph-break, where, and what to change."""
+    from tcx.core.explain import explain as build, to_json
+    from tcx.renderers.explain_terminal import render_explain
+
+    loaded = _load(params, "eager", DYNAMO_ONLY_REASON)
+    ex = build(loaded.model, loaded.function)
+    if params["fmt"] == "json":
+        _emit_json(to_json(ex))
+    else:
+        render_explain(ex, _console(params))
+        _saved_note(loaded)
+    _finish(loaded.model)
+
+
+@cli.command(epilog=EPILOG)
+@run_options
+@click.option("--max-graph-breaks", type=int, default=None, metavar="N", help="Budget for graph-break events.")
+@click.option("--max-unique-graph-breaks", type=int, default=None, metavar="N", help="Budget for distinct breaks.")
+@click.option("--max-recompiles", type=int, default=None, metavar="N", help="Budget for recompiles.")
+@click.option("--max-graphs", type=int, default=None, metavar="N", help="Budget for graphs Dynamo produced.")
+@click.option("--max-failed-frames", type=int, default=None, metavar="N", help="Budget for frames Dynamo gave up on.")
+@render_options(("text", "json", "sarif", "github"))
+def check(**params: Any) -> None:
+    """Fail (exit 1) when TARGET exceeds a budget: a CI gate on graph breaks and recompiles."""
+    from tcx.core.check import budgets_from, evaluate
+    from tcx.core.explain import explain as build
+    from tcx.renderers.check_output import render_check
+
+    budgets = budgets_from(params)
+    loaded = _load(params, "eager", DYNAMO_ONLY_REASON)
+    result = evaluate(build(loaded.model, loaded.function), budgets)
+    render_check(result, params["fmt"], _console(params))
+    if _target_failed(loaded.model):
+        sys.exit(EXIT_TARGET)
+    sys.exit(result.exit_code)
+
+
+@cli.command(epilog=EPILOG)
+@click.argument("recording")
+@render_options(("text", "json"))
+def show(**params: Any) -> None:
+    """Re-render a saved recording or a TORCH_TRACE log (no torch needed)."""
+    from tcx.core.errors import UsageError
+    from tcx.core.explain import explain as build, to_json
+    from tcx.core.targets import FileTarget, resolve_target
+    from tcx.renderers.explain_terminal import render_explain
+
+    if not isinstance(resolve_target(params["recording"]), FileTarget):
+        raise UsageError(f"`tcx show` renders a saved recording or a log; {params['recording']!r} is a program. "
+                         "Use `tcx explain` to run it.")  # fmt: skip
+    params["target"] = params["recording"]
+    loaded = _load(params, None, "")
+    ex = build(loaded.model)
+    if params["fmt"] == "json":
+        _emit_json(to_json(ex))
+    else:
+        render_explain(ex, _console(params))
+
+
+def _saved_note(loaded: Any) -> None:
+    if loaded.saved_to:
+        click.echo(f"recording saved to {loaded.saved_to} (tcx show {loaded.saved_to})", err=True)
+
+
+def _finish(model: Any) -> None:
+    if _target_failed(model):
+        sys.exit(EXIT_TARGET)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the CLI, turning every failure into a message and an exit code."""
+    try:
+        cli.main(args=argv, prog_name="tcx", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("tcx: interrupted.", err=True)
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
+    except TcxError as exc:
+        click.echo(f"tcx: error: {exc.message}", err=True)
+        if exc.hint:
+            click.echo(f"     {exc.hint}", err=True)
+        sys.exit(exc.exit_code)
+    except BrokenPipeError:
+        sys.exit(EXIT_OK)
+    except Exception as exc:  # noqa: BLE001 - last line of defence: no traceback for users
+        detail = getattr(exc, "traceback", "") or traceback.format_exc()
+        if os.environ.get("TCX_DEBUG"):
+            click.echo(detail, err=True)
+        click.echo(f"tcx: internal error ({type(exc).__name__}: {exc}). This is a bug in tcx; "
+                   "rerun with TCX_DEBUG=1 for the traceback and report it.", err=True)  # fmt: skip
+        sys.exit(EXIT_INTERNAL)
+    sys.exit(EXIT_OK)

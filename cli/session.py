@@ -1,0 +1,67 @@
+"""Get a RunModel for a TARGET: record a live run, or load a recording or a TORCH_TRACE log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tcx.core.analysis import RunModel, build_model
+from tcx.core.errors import UsageError
+from tcx.core.frames import frame_origin
+from tcx.core.recording import load_recording
+from tcx.core.targets import FileTarget, ProgramTarget, resolve_target
+
+
+@dataclass
+class Loaded:
+    model: RunModel
+    function: str | None  # restrict views to this function's frames
+    saved_to: str | None = None
+
+
+def load(target_text: str, opts: object | None = None) -> Loaded:
+    """Resolve TARGET and return its model; a program target is run under the recorder."""
+    target = resolve_target(target_text)
+    if isinstance(target, FileTarget):
+        if target.kind == "recording":
+            return Loaded(build_model(load_recording(target.path), "recording"), None)
+        from tcx.core.trace_log import load_trace
+
+        return Loaded(build_model(load_trace(target.path), "trace"), None)
+    return _record(target, opts)
+
+
+def _record(target: ProgramTarget, opts: object | None) -> Loaded:
+    from tcx.core import driver
+
+    run = driver.record(target, opts or driver.RunOptions())
+    try:
+        model = build_model(load_recording(run.path), "live")
+        files = [f.file for b in model.graph_breaks for f in b.user_stack if frame_origin(f.file) == "user"]
+        files += [target.script] if target.script else []
+        driver.attach_sources(run.path, files)
+        model = build_model(load_recording(run.path), "live")
+        save = getattr(opts, "save", None)
+        if save:
+            driver.keep(run, save)
+    finally:
+        run.cleanup()
+    exit_event = model.program_exit or {}
+    if exit_event.get("status") == "usage":
+        raise UsageError(str(exit_event.get("message")))
+    if exit_event.get("status") == "setup":
+        raise UsageError(str(exit_event.get("message")),
+                         hint="tcx records with the torch installed next to it: pip install torch.")  # fmt: skip
+    if exit_event.get("status") == "tcx_error":
+        raise RecorderError(exit_event)
+    # When tcx called the function itself everything recorded belongs to it (the compiled
+    # frame may be `forward` of a module); a filter is only needed when the program ran.
+    function = None if model.calls else target.function
+    return Loaded(model, function, saved_to=save)
+
+
+class RecorderError(Exception):
+    """The recorder itself failed (a tcx bug); carries the child's traceback."""
+
+    def __init__(self, event: dict) -> None:
+        super().__init__(f"{event.get('exc_type')}: {event.get('message')}")
+        self.traceback = event.get("traceback", "")

@@ -1,0 +1,35 @@
+"""Errors tcx reports to the user, each with its documented exit code.
+
+The CLI turns a `TcxError` into one paragraph on stderr and exits with `exit_code`;
+anything else escaping is a tcx bug and exits with `EXIT_INTERNAL`.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_BUDGET = 1  # `tcx check`: a budget was exceeded
+EXIT_USAGE = 2  # bad command line, missing file/function, bad --call spec
+EXIT_TARGET = 3  # the program raised, exited non-zero, crashed or timed out
+EXIT_INPUT = 4  # a recording or trace log that cannot be read
+EXIT_INTERNAL = 5  # a bug in tcx itself
+
+
+class TcxError(Exception):
+    """An error with a message meant for the user and an exit code."""
+
+    exit_code = EXIT_INTERNAL
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class UsageError(TcxError):
+    exit_code = EXIT_USAGE
+
+
+class InputError(TcxError):
+    """A recording or log file that is missing, foreign, corrupt or from a newer tcx."""
+
+    exit_code = EXIT_INPUT

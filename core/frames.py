@@ -1,0 +1,36 @@
+"""Classify source locations: the user's code, libraries, torch, or tcx's own recorder."""
+
+from __future__ import annotations
+
+import os
+import re
+import sysconfig
+
+_RECORDER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "recorder")
+_STDLIB = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")}
+
+
+def is_recorder_frame(filename: str) -> bool:
+    """tcx's own frames (and runpy's) that sit between the user's program and the interpreter."""
+    return (
+        filename.startswith(_RECORDER_DIR)
+        or "/tcx/core/recorder/" in filename
+        or os.path.basename(filename) == "runpy.py"
+        or filename == "<frozen runpy>"
+    )
+
+
+def frame_origin(filename: str) -> str:
+    """'user', 'torch', 'library' (site-packages) or 'stdlib' for a frame's file."""
+    norm = filename.replace("\\", "/")
+    if "/torch/" in norm and ("site-packages" in norm or "dist-packages" in norm or "/torch/_" in norm):
+        return "torch"
+    if "site-packages" in norm or "dist-packages" in norm:
+        return "library"
+    if norm.startswith("<frozen ") or re.search(r"/lib/python3\.\d+/", norm) or _in_stdlib(filename):
+        return "stdlib"
+    return "user"
+
+
+def _in_stdlib(filename: str) -> bool:
+    return any(filename.startswith(p + os.sep) for p in _STDLIB)

@@ -1,0 +1,103 @@
+"""The recorder child process: run the user's program under capture hooks.
+
+Started by `tcx.core.driver` as `python -m tcx.core.recorder.child SPEC_JSON`. It appends
+events to the recording named in the spec as they happen and always tries to finish with
+a `program_exit` event; the parent adds `outcome` when this process dies without one.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import sys
+import traceback
+import warnings
+from typing import Any
+
+from tcx.core.recording import RecordingWriter
+
+class TraceHandler(logging.Handler):
+    """Streams every structured-trace record (metadata + payload) into the recording."""
+
+    def __init__(self, writer: RecordingWriter) -> None:
+        super().__init__(logging.DEBUG)
+        self.writer = writer
+
+    def emit(self, record: logging.LogRecord) -> None:
+        metadata = getattr(record, "metadata", None)
+        if metadata is None:
+            return
+        self.writer.write("trace", md=metadata, payload=getattr(record, "payload", None))
+
+
+class LogHandler(logging.Handler):
+    """Keeps torch's own log messages (e.g. the `.item()` warning) instead of printing them."""
+
+    def __init__(self, writer: RecordingWriter) -> None:
+        super().__init__(logging.DEBUG)
+        self.writer = writer
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # a bad format string in a log call is not our problem to raise
+            message = str(record.msg)
+        self.writer.write("log", logger=record.name, level=record.levelname, message=message)
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(argv[0])
+    writer = RecordingWriter(spec["recording"])
+    try:
+        exit_event = run(spec, writer)
+    except BaseException as exc:  # noqa: BLE001 - the recorder must report, never die silently
+        exit_event = {"status": "tcx_error", "exc_type": type(exc).__name__,
+                      "message": str(exc), "traceback": traceback.format_exc()}  # fmt: skip
+    writer.write("program_exit", **exit_event)
+    writer.close()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return 0
+
+
+def run(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]:
+    try:
+        import torch  # noqa: F401
+    except ImportError as exc:
+        return {"status": "setup", "message": f"torch cannot be imported: {exc}"}
+    from tcx.core.recorder import compat
+    from tcx.core.recorder.program import drop_recorder_frames, run_program
+
+    warnings.filterwarnings("ignore", message=".*force disabled by torch.compiler.config.force_disable_caches")
+    features = {
+        "caches_disabled": compat.disable_compile_caches(),
+        "structured_trace": compat.attach_trace_handler(TraceHandler(writer)),
+        "torch_logs": compat.route_torch_logs(LogHandler(writer)),
+        "graph_break_types": compat.install_graph_break_hook(
+            lambda ev: writer.write("graph_break", **drop_recorder_frames(ev))
+        ),
+        "backend_override": compat.override_compile(
+            spec.get("backend"), spec.get("dynamic"), spec.get("mode"),
+            lambda ev: writer.write("compile_call", **ev),
+        ),
+    }  # fmt: skip
+    writer.write(
+        "run_start",
+        torch_version=compat.TORCH_VERSION,
+        torch_full_version=torch.__version__,
+        python_version=platform.python_version(),
+        platform=platform.platform(),
+        pid=os.getpid(),
+        backend=spec.get("backend"),
+        backend_reason=spec.get("backend_reason"),
+        dynamic=spec.get("dynamic"),
+        mode=spec.get("mode"),
+        features=features,
+    )
+    return run_program(spec, writer)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,189 @@
+"""Run the target inside the recorder child: a script as __main__, a module, or one function."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import os
+import runpy
+import sys
+import traceback
+import types
+from typing import Any
+
+import torch
+
+from tcx.core.recorder import compat
+from tcx.core.frames import is_recorder_frame
+from tcx.core.recording import RecordingWriter
+
+EXAMPLES_HOOK = "tcx_calls"
+
+
+class TargetUsageError(Exception):
+    """The target cannot be used as asked (missing function, no inputs): exit code 2."""
+
+
+def user_traceback(exc: BaseException) -> str:
+    """The traceback without the recorder's own frames on top."""
+    frames = [fs for fs in traceback.extract_tb(exc.__traceback__) if not is_recorder_frame(fs.filename)]
+    lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
+    lines += traceback.format_exception_only(type(exc), exc)
+    return "".join(lines)
+
+
+def drop_recorder_frames(event: dict[str, Any]) -> dict[str, Any]:
+    stack = event.get("user_stack")
+    if stack:
+        event["user_stack"] = [f for f in stack if not is_recorder_frame(f["file"])]
+    return event
+
+
+def run_program(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]:
+    script, module, function = spec.get("script"), spec.get("module"), spec.get("function")
+    argv = [script or module or "", *spec.get("args", [])]
+    sys.argv = argv
+    if script:
+        sys.path.insert(0, os.path.dirname(script))
+    else:
+        sys.path.insert(0, os.getcwd())
+    try:
+        if function and (spec.get("calls") is not None or _module_has_examples(spec)):
+            namespace = _load_namespace(script, module)
+            _call_function(namespace, function, spec.get("calls"), writer, spec.get("backward"))
+        elif function and module:
+            raise TargetUsageError(
+                f"tcx has no inputs to call {module}:{function} with: pass --call SPEC "
+                f"(e.g. --call 8x16) or define {EXAMPLES_HOOK}() in {module}."
+            )
+        elif script:
+            runpy.run_path(script, run_name="__main__")
+        else:
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except TargetUsageError as exc:
+        return {"status": "usage", "message": str(exc)}
+    except SystemExit as exc:
+        code = exc.code
+        if code is None or code == 0:
+            return {"status": "ok", "exit_code": 0}
+        return {"status": "exit", "exit_code": code if isinstance(code, int) else 1,
+                "message": "" if isinstance(code, int) else str(code)}  # fmt: skip
+    except SyntaxError as exc:
+        return {"status": "syntax", "exc_type": "SyntaxError", "message": str(exc),
+                "file": exc.filename, "line": exc.lineno, "traceback": user_traceback(exc)}  # fmt: skip
+    except BaseException as exc:  # noqa: BLE001 - the program's failure is data to report
+        return {"status": "exception", "exc_type": type(exc).__name__, "message": str(exc)[:4000],
+                "traceback": user_traceback(exc)}  # fmt: skip
+    return {"status": "ok", "exit_code": 0}
+
+
+def _module_has_examples(spec: dict[str, Any]) -> bool:
+    """Whether the target defines `tcx_calls` — checked without running it (a source scan)."""
+    script = spec.get("script")
+    if script:
+        try:
+            tree = ast.parse(open(script, encoding="utf-8").read())
+        except (OSError, SyntaxError, ValueError):
+            return False
+        return any(
+            isinstance(node, (ast.FunctionDef, ast.Assign)) and _defines(node, EXAMPLES_HOOK)
+            for node in tree.body
+        )
+    return True  # a module is imported (not run as __main__) either way; checked after import
+
+
+def _defines(node: ast.AST, name: str) -> bool:
+    if isinstance(node, ast.FunctionDef):
+        return node.name == name
+    return any(isinstance(t, ast.Name) and t.id == name for t in getattr(node, "targets", []))
+
+
+def _load_namespace(script: str | None, module: str | None) -> dict[str, Any]:
+    if script:
+        name = os.path.splitext(os.path.basename(script))[0]
+        namespace = runpy.run_path(script, run_name=f"__tcx_target_{name}__")
+        return namespace
+    try:
+        mod: types.ModuleType = importlib.import_module(module or "")
+    except ModuleNotFoundError as exc:
+        if exc.name and (module or "").startswith(exc.name):
+            raise TargetUsageError(f"no module named {module!r} (looked in the current directory and sys.path).") from None
+        raise
+    return vars(mod)
+
+
+def _call_function(
+    namespace: dict[str, Any],
+    function: str,
+    calls: list[list[dict]] | None,
+    writer: RecordingWriter,
+    backward: bool | None,
+) -> None:
+    fn = namespace.get(function)
+    if fn is None or not callable(fn):
+        callables = sorted(
+            k for k, v in namespace.items()
+            if callable(v) and not k.startswith("_") and getattr(v, "__module__", None) == namespace.get("__name__")
+        )  # fmt: skip
+        known = ", ".join(callables) or "none"
+        raise TargetUsageError(f"no function {function!r} in the target (functions defined there: {known}).")
+    examples = _examples(namespace, calls, function)
+    if compat.original_callable(fn) is None:
+        fn = torch.compile(fn)
+    for index, call in enumerate(examples):
+        args, kwargs = _split(call)
+        writer.write("call", index=index, function=function, args=[_describe(a) for a in args],
+                     kwargs={k: _describe(v) for k, v in kwargs.items()})  # fmt: skip
+        out = fn(*args, **kwargs)
+        if backward is not False:
+            _maybe_backward(out)
+
+
+def _examples(namespace: dict[str, Any], calls: list[list[dict]] | None, function: str) -> list[Any]:
+    if calls is not None:
+        torch.manual_seed(0)
+        return [tuple(_build(arg) for arg in call) for call in calls]
+    hook = namespace.get(EXAMPLES_HOOK)
+    if hook is None:
+        raise TargetUsageError(
+            f"tcx has no inputs to call {function!r} with: pass --call SPEC or define {EXAMPLES_HOOK}()."
+        )
+    examples = hook() if callable(hook) else hook
+    return list(examples)
+
+
+def _split(call: Any) -> tuple[tuple, dict]:
+    if isinstance(call, dict):
+        return (), call
+    if isinstance(call, (tuple, list)):
+        return tuple(call), {}
+    return (call,), {}
+
+
+def _build(arg: dict) -> Any:
+    if "literal" in arg:
+        return ast.literal_eval(arg["literal"])
+    dtype = getattr(torch, arg["dtype"])
+    shape = tuple(arg["tensor"])
+    if dtype.is_floating_point:
+        t = torch.randn(shape, dtype=dtype)
+    elif dtype == torch.bool:
+        t = torch.rand(shape) > 0.5
+    else:
+        t = torch.randint(0, 10, shape, dtype=dtype)
+    return t.requires_grad_(bool(arg.get("grad")))
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        dims = "x".join(map(str, value.shape)) or "scalar"
+        grad = ":grad" if value.requires_grad else ""
+        return f"{dims}:{str(value.dtype).removeprefix('torch.')}{grad}"
+    return repr(value)[:60]
+
+
+def _maybe_backward(out: Any) -> None:
+    tensors = [t for t in (out if isinstance(out, (tuple, list)) else [out]) if isinstance(t, torch.Tensor)]
+    loss = [t.float().sum() for t in tensors if t.requires_grad]
+    if loss:
+        torch.stack(loss).sum().backward()

@@ -1,0 +1,150 @@
+"""The recording: an append-only, versioned event log, one JSON object per line.
+
+Line 1 is the header; every later line is an event with a "kind":
+
+    run_start     torch/python versions, backend used and why, capture features available
+    trace         one structured-trace event exactly as torch emitted it: "md" (metadata) and
+                  "payload" (string or null); the same events TORCH_TRACE writes to its logs
+    graph_break   typed fields from Dynamo's graph-break hook (gb_type, user stack ...)
+    compile_call  a torch.compile() call in the program: what it asked for, what tcx used
+    call          a call tcx made itself for a `script.py:func --call` target
+    log           a torch log record (warnings that would otherwise go to stderr)
+    program_exit  how the program ended, written by the recorder child
+    outcome       how the child process ended, written by the parent (signal, timeout)
+
+Events are flushed as they happen, so a crash, `sys.exit`, segfault or timeout keeps
+everything recorded until then. Loading never executes code (JSON only, no pickle).
+
+Format history:
+    1  first version
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from tcx import __version__
+from tcx.core.errors import InputError
+
+FORMAT_NAME = "tcx-recording"
+FORMAT_VERSION = 1
+
+
+class RecordingWriter:
+    """Appends events to a recording file; thread-safe, flushed per event."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._fh: IO[str] = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the run
+        self._lock = threading.Lock()
+
+    def write(self, kind: str, **fields: Any) -> None:
+        line = json.dumps({"kind": kind, **fields}, default=repr, ensure_ascii=False)
+        with self._lock:
+            self._fh.write(line + "\n")
+            self._fh.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._fh.close()
+
+
+def write_header(path: str | Path, **fields: Any) -> None:
+    """Start a new recording file with its header line."""
+    header = {"kind": "header", "format": FORMAT_NAME, "version": FORMAT_VERSION,
+              "tcx_version": __version__, **fields}  # fmt: skip
+    Path(path).write_text(json.dumps(header, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+@dataclass
+class Recording:
+    """A loaded recording: its header, its events in order, and any lines that could not be read."""
+
+    header: dict[str, Any]
+    events: list[dict[str, Any]]
+    problems: list[str] = field(default_factory=list)
+    source: str = ""
+
+    def of_kind(self, kind: str) -> Iterator[dict[str, Any]]:
+        return (e for e in self.events if e.get("kind") == kind)
+
+    def first(self, kind: str) -> dict[str, Any] | None:
+        return next(self.of_kind(kind), None)
+
+
+def _open_text(path: Path) -> IO[str]:
+    with path.open("rb") as fh:
+        magic = fh.read(2)
+    if magic == b"\x1f\x8b":
+        return gzip.open(path, "rt", encoding="utf-8", errors="replace")
+    return path.open("r", encoding="utf-8", errors="replace")
+
+
+def load_recording(path: str | Path) -> Recording:
+    """Read a recording; raise InputError when it is not one (or is from a newer tcx)."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"no such recording: {str(path)!r}.")
+    try:
+        with _open_text(path) as fh:
+            first = fh.readline()
+            header = _parse_header(first, path)
+            events, problems = _read_events(fh, path)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        raise InputError(f"cannot read {str(path)!r}: {exc}.") from None
+    return Recording(header=header, events=events, problems=problems, source=str(path))
+
+
+def _parse_header(line: str, path: Path) -> dict[str, Any]:
+    try:
+        header = json.loads(line)
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+        raise InputError(
+            f"{str(path)!r} does not look like a tcx recording (its first line is not a tcx header).",
+            hint="Recordings are written by `tcx ... --save FILE`; TORCH_TRACE logs are read as TARGET too.",
+        )
+    version = header.get("version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise InputError(
+            f"{str(path)!r} was written by a newer tcx (recording format {version!r}; "
+            f"this tcx {__version__} reads up to {FORMAT_VERSION}). Upgrade tcx to read it."
+        )
+    return header
+
+
+def _read_events(fh: IO[str], path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    events: list[dict[str, Any]] = []
+    problems: list[str] = []
+    for lineno, line in enumerate(fh, start=2):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            tail = "" if line.endswith("\n") else " (truncated last line: the run was cut off)"
+            problems.append(f"{path.name}:{lineno}: not a JSON event{tail}")
+            continue
+        if not isinstance(event, dict) or "kind" not in event:
+            problems.append(f"{path.name}:{lineno}: not a tcx event")
+            continue
+        events.append(event)
+    return events, problems
+
+
+def save_copy(src: str | Path, dest: str | Path) -> None:
+    """Keep a recording at `dest`; a `.gz` suffix compresses it."""
+    dest = Path(dest)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    if dest.suffix == ".gz":
+        with open(src, "rb") as fin, gzip.open(dest, "wb") as fout:
+            shutil.copyfileobj(fin, fout)
+    else:
+        shutil.copyfile(src, dest)

@@ -1,0 +1,90 @@
+"""Resolve the TARGET argument: a script, a function in a script or module, a recording, a log.
+
+Torch-free: this runs before anything decides whether torch is needed at all.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tcx.core.errors import UsageError
+
+_DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
+RECORDING_SUFFIXES = (".tcx", ".tcxrec", ".tcx.gz")
+
+
+@dataclass(frozen=True)
+class ProgramTarget:
+    """Something to run: a script path or an importable module, optionally one function in it."""
+
+    script: str | None  # absolute path of a .py file
+    module: str | None  # dotted module name
+    function: str | None  # restrict the report to this function (and call it if never called)
+
+    @property
+    def label(self) -> str:
+        base = self.script or self.module or "?"
+        return f"{base}:{self.function}" if self.function else base
+
+
+@dataclass(frozen=True)
+class FileTarget:
+    """A saved recording or a TORCH_TRACE log (file or directory): rendered without running."""
+
+    path: str
+    kind: str  # "recording" | "trace"
+
+    @property
+    def label(self) -> str:
+        return self.path
+
+
+Target = ProgramTarget | FileTarget
+
+
+def _looks_like_recording(path: Path) -> bool:
+    if path.name.endswith(RECORDING_SUFFIXES):
+        return True
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return False
+    return head.startswith(b'{"kind": "header", "format": "tcx-recording"') or head.startswith(
+        b"\x1f\x8b"
+    )
+
+
+def resolve_target(text: str) -> Target:
+    """Turn the TARGET argument into a `ProgramTarget` or `FileTarget`, or raise UsageError."""
+    if not text:
+        raise UsageError("TARGET is empty: give a script, script.py:function, module:function or a file.")
+    left, sep, right = text.rpartition(":")
+    if sep and left and _DOTTED.match(right) and not Path(text).exists():
+        if left.endswith(".py"):
+            return ProgramTarget(script=_existing_script(left), module=None, function=right)
+        if _DOTTED.match(left):
+            return ProgramTarget(script=None, module=left, function=right)
+        raise UsageError(
+            f"cannot read TARGET {text!r}: the part before ':' must be a .py file or a dotted module name."
+        )
+    path = Path(text)
+    if text.endswith(".py"):
+        return ProgramTarget(script=_existing_script(text), module=None, function=None)
+    if path.is_dir():
+        return FileTarget(path=str(path.resolve()), kind="trace")
+    if path.is_file():
+        kind = "recording" if _looks_like_recording(path) else "trace"
+        return FileTarget(path=str(path.resolve()), kind=kind)
+    if _DOTTED.match(text) and "." in text:
+        return ProgramTarget(script=None, module=text, function=None)
+    raise UsageError(f"no such file: {text!r}.", hint="Give a .py script, module:function, a recording or a log.")
+
+
+def _existing_script(text: str) -> str:
+    path = Path(text)
+    if not path.is_file():
+        raise UsageError(f"no such file: {text!r}.")
+    return str(path.resolve())

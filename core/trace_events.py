@@ -1,0 +1,84 @@
+"""Structured-trace events, normalised: the one representation live runs and TORCH_TRACE logs share.
+
+torch's `trace_structured` record has a metadata dict whose one non-context key names the
+event (`dynamo_start`, `artifact`, `compilation_metrics`, ...); context keys say which
+compile it belongs to. File names in stacks are interned through earlier `str` events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+CONTEXT_KEYS = frozenset(
+    {"frame_id", "frame_compile_id", "attempt", "compiled_autograd_id", "rank", "has_payload",
+     "stack", "subgraph_name", "timestamp", "pathname", "lineno", "thread"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    """One structured-trace event with its compile context resolved."""
+
+    name: str  # e.g. "dynamo_start" or "artifact:dynamo_graph_break_reason"
+    body: Any  # the value under the event's key
+    md: dict[str, Any]
+    payload: str | None
+    compile_id: str | None  # "frame/compile", "!ca/frame/compile" under compiled autograd
+    attempt: int
+    rank: int | None
+
+    @property
+    def frame_id(self) -> int | None:
+        return self.md.get("frame_id")
+
+
+def event_key(md: dict[str, Any]) -> str | None:
+    for key in md:
+        if key not in CONTEXT_KEYS:
+            return key
+    return None
+
+
+def compile_id_of(md: dict[str, Any]) -> str | None:
+    frame, comp = md.get("frame_id"), md.get("frame_compile_id")
+    if frame is None or comp is None:
+        return None
+    prefix = f"!{md['compiled_autograd_id']}/" if md.get("compiled_autograd_id") is not None else ""
+    return f"{prefix}{frame}/{comp}"
+
+
+class Interner:
+    """The `str` event table: stack frames name files by index."""
+
+    def __init__(self) -> None:
+        self.table: dict[int, str] = {}
+
+    def add(self, body: Any) -> None:
+        if isinstance(body, list) and len(body) == 2 and isinstance(body[1], int):
+            self.table[body[1]] = str(body[0])
+
+    def file(self, value: Any) -> str:
+        if isinstance(value, int):
+            return self.table.get(value, f"<interned file #{value}>")
+        return str(value) if value is not None else "?"
+
+
+def normalize(md: dict[str, Any], payload: str | None) -> TraceEvent | None:
+    key = event_key(md)
+    if key is None:
+        return None
+    body = md[key]
+    name = key
+    if key == "artifact" and isinstance(body, dict) and body.get("name"):
+        name = f"artifact:{body['name']}"
+    attempt = md.get("attempt")
+    return TraceEvent(
+        name=name,
+        body=body,
+        md=md,
+        payload=payload,
+        compile_id=compile_id_of(md),
+        attempt=attempt if isinstance(attempt, int) else 0,
+        rank=md.get("rank"),
+    )

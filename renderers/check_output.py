@@ -1,0 +1,144 @@
+"""`tcx check` output: text, json, SARIF 2.1.0 and GitHub workflow-command annotations."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from tcx import __version__
+from tcx.core.check import CheckResult
+from tcx.core.explain import BreakSite
+from tcx.renderers.explain_terminal import location
+from tcx.renderers.safe import clean
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def render_check(result: CheckResult, fmt: str, console: Console) -> None:
+    if fmt == "json":
+        sys.stdout.write(json.dumps(check_json(result), indent=2, ensure_ascii=False) + "\n")
+    elif fmt == "sarif":
+        sys.stdout.write(json.dumps(sarif(result), indent=2, ensure_ascii=False) + "\n")
+    elif fmt == "github":
+        sys.stdout.write(github(result))
+    else:
+        render_text(result, console)
+
+
+def check_json(result: CheckResult) -> dict[str, Any]:
+    doc = dict(result.summary)
+    doc["schema"] = "tcx.check/1"
+    doc["passed"] = not result.failed
+    doc["budgets"] = [{"option": v.option, "limit": v.limit, "actual": v.actual, "exceeded": v.exceeded}
+                      for v in result.verdicts]  # fmt: skip
+    return doc
+
+
+def render_text(result: CheckResult, console: Console) -> None:
+    for v in result.verdicts:
+        mark, style = ("FAIL", "bad") if v.exceeded else ("ok", "good")
+        t = Text(f"{mark:>4}  ", style=style)
+        t.append(f"{v.label}: {v.actual} (budget {v.option} {v.limit})")
+        console.print(t)
+    for site in result.explanation.sites:
+        t = Text("      ")
+        t.append(location(site.file, site.line), style="loc")
+        t.append(f"  {clean(site.gb_type)}", style="gbtype")
+        t.append(f"  ×{len(site.occurrences)}", style="muted")
+        console.print(t)
+    verdict = "check failed: " + ", ".join(f"{v.label} {v.actual} > {v.limit}" for v in result.failed) \
+        if result.failed else "check passed"  # fmt: skip
+    console.print(Text(verdict, style="bad" if result.failed else "good"))
+
+
+def rule_id(gb_type: str) -> str:
+    """Stable SARIF rule id from the break type: tcx/<slug>."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gb_type.lower()).strip("-")[:60] or "graph-break"
+    return f"tcx/graph-break/{slug}"
+
+
+def _uri(path: str | None) -> str:
+    if not path:
+        return "unknown"
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        rel = path
+    return (path if rel.startswith("..") else rel).replace(os.sep, "/")
+
+
+def _message(site: BreakSite) -> str:
+    parts = [f"Graph break: {site.gb_type}" + (f" ({site.gb_id})" if site.gb_id else ""),
+             f"occurs {len(site.occurrences)} time(s)."]  # fmt: skip
+    if site.explanation:
+        parts.append(site.explanation.splitlines()[0])
+    if site.suggestion:
+        parts.append(f"Fix: {site.suggestion}")
+    return " ".join(parts)
+
+
+def sarif(result: CheckResult) -> dict[str, Any]:
+    sites = result.explanation.sites
+    rules: dict[str, dict[str, Any]] = {}
+    results = []
+    for site in sites:
+        rid = rule_id(site.gb_type)
+        rules.setdefault(rid, {
+            "id": rid,
+            "name": site.gb_type,
+            "shortDescription": {"text": f"torch.compile graph break: {site.gb_type}"},
+            "helpUri": f"https://meta-pytorch.github.io/compile-graph-break-site/gb/{site.gb_id.lower()}.html"
+            if site.gb_id else "https://docs.pytorch.org/docs/stable/torch.compiler_troubleshooting.html",
+            "properties": {"gb_id": site.gb_id},
+        })  # fmt: skip
+        fingerprint = hashlib.sha256(f"{site.gb_type}|{_uri(site.file)}|{site.line}".encode()).hexdigest()[:32]
+        results.append({
+            "ruleId": rid,
+            "level": "error" if any(v.exceeded for v in result.verdicts) else "warning",
+            "message": {"text": _message(site)},
+            "locations": [{"physicalLocation": {
+                "artifactLocation": {"uri": _uri(site.file)},
+                "region": {"startLine": site.line or 1},
+            }}],
+            "partialFingerprints": {"tcxGraphBreak/v1": fingerprint},
+            "properties": {"occurrences": len(site.occurrences), "gb_id": site.gb_id},
+        })  # fmt: skip
+    return {
+        "$schema": SARIF_SCHEMA,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {"name": "tcx", "version": __version__,
+                                "informationUri": "https://github.com/", "rules": list(rules.values())}},
+            "results": results,
+            "properties": {"budgets": [{"option": v.option, "limit": v.limit, "actual": v.actual}
+                                       for v in result.verdicts]},
+        }],
+    }  # fmt: skip
+
+
+def _gh_escape(text: str, prop: bool = False) -> str:
+    out = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    if prop:
+        out = out.replace(":", "%3A").replace(",", "%2C")
+    return out
+
+
+def github(result: CheckResult) -> str:
+    lines = []
+    level = "error" if result.failed else "warning"
+    for site in result.explanation.sites:
+        title = f"graph break: {site.gb_type}"
+        lines.append(f"::{level} file={_gh_escape(_uri(site.file), True)},line={site.line or 1},"
+                     f"title={_gh_escape(title, True)}::{_gh_escape(clean(_message(site)))}")  # fmt: skip
+    for v in result.failed:
+        lines.append(f"::error title=tcx check::{_gh_escape(f'{v.label}: {v.actual} exceeds {v.option} {v.limit}')}")
+    if not result.failed:
+        lines.append("::notice title=tcx check::all budgets met")
+    return "\n".join(lines) + "\n"

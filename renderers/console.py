@@ -1,0 +1,39 @@
+"""The rich Console every terminal renderer writes to, configured from the CLI options."""
+
+from __future__ import annotations
+
+import sys
+from typing import IO
+
+from rich.console import Console
+from rich.theme import Theme
+
+THEME = Theme(
+    {
+        "title": "bold",
+        "muted": "dim",
+        "bad": "bold red",
+        "warn": "yellow",
+        "good": "green",
+        "gbtype": "bold magenta",
+        "loc": "cyan",
+        "count": "bold",
+    }
+)
+
+
+def make_console(file: IO[str] | None = None, *, color: bool | None = None, width: int | None = None) -> Console:
+    """A console for reports; `color=False` (or --no-color / NO_COLOR) prints plain text."""
+    out = file or sys.stdout
+    no_color = color is False
+    return Console(
+        file=out,
+        theme=THEME,
+        width=width,
+        no_color=no_color,
+        color_system=None if no_color else "auto",
+        highlight=False,
+        emoji=False,
+        markup=True,
+        soft_wrap=False,
+    )

@@ -1,0 +1,206 @@
+"""`tcx explain` for people: a header with the counts, then every distinct graph break, ranked."""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from tcx.core.analysis import Frame
+from tcx.core.explain import BreakSite, Explanation, FailedFrame, backend_info, program_status
+from tcx.renderers.safe import clean
+from tcx.renderers.source import excerpt
+
+
+def short_path(path: str | None) -> str:
+    if not path:
+        return "?"
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("../..") else path
+
+
+def location(file: str | None, line: int | None) -> str:
+    return f"{short_path(file)}:{line}" if line is not None else short_path(file)
+
+
+def render_explain(ex: Explanation, console: Console, *, max_stack: int = 6) -> None:
+    render_header(ex, console)
+    render_program_status(ex, console)
+    if ex.failed_frames:
+        render_failed_frames(ex.failed_frames, console)
+    if not ex.sites:
+        console.print(Text("No graph breaks: every compiled frame became whole graphs.", style="good"))
+        return
+    n = len(ex.sites)
+    console.print(Text(f"{n} distinct graph break{'s' if n != 1 else ''} "
+                       f"({ex.graph_break_count} event{'s' if ex.graph_break_count != 1 else ''}), "
+                       "worst first", style="title"))  # fmt: skip
+    for rank, site in enumerate(ex.sites, start=1):
+        console.print()
+        render_site(rank, site, ex, console, max_stack=max_stack)
+
+
+def render_header(ex: Explanation, console: Console) -> None:
+    m = ex.model
+    title = Text("tcx explain ", style="title")
+    path, sep, func = m.target.rpartition(":") if m.target.count(":") == 1 else (m.target, "", "")
+    title.append(clean(short_path(path) + sep + func if sep else short_path(m.target)), style="loc")
+    if ex.function_filter:
+        title.append(f"  (frames of {clean(ex.function_filter)} and what it calls)", style="muted")
+    console.print(title)
+    info = Text()
+    info.append(f"torch {clean(m.torch_version or '?')}", style="muted")
+    be = backend_info(m)
+    if be["name"]:
+        info.append(" · backend ", style="muted")
+        info.append(clean(be["name"]))
+        if be["reason"]:
+            info.append(f" ({clean(be['reason'])})", style="muted")
+    elif m.source_kind == "trace":
+        info.append(" · from a TORCH_TRACE log", style="muted")
+    console.print(info)
+    from tcx.core.explain import to_json  # counts are defined once, in the JSON contract
+
+    counts = to_json(ex)
+    line = Text()
+    for label, key in (("graphs", "graph_count"), ("compiles", "compile_count"),
+                       ("recompiles", "recompile_count"), ("graph breaks", "graph_break_count"),
+                       ("distinct", "unique_graph_break_count"), ("failed frames", "failed_frame_count")):  # fmt: skip
+        value = counts[key]
+        style = "bad" if value and key in ("graph_break_count", "failed_frame_count") else "count"
+        line.append(f"{label} ", style="muted")
+        line.append(str(value), style=style)
+        line.append("  ")
+    console.print(line)
+    if ex.frames_compiled:
+        console.print(Text("frames compiled: ", style="muted") + Text(clean(", ".join(ex.frames_compiled))))
+    for problem in m.problems[:5]:
+        console.print(Text(f"warning: {clean(problem)}", style="warn"))
+    unavailable = {k: v for k, v in ((m.run_start or {}).get("features") or {}).items() if v}
+    for name, why in unavailable.items():
+        console.print(Text(f"note: {clean(name)}: {clean(why)}", style="warn"))
+    console.print()
+
+
+def render_program_status(ex: Explanation, console: Console) -> None:
+    st = program_status(ex.model)
+    status = st["status"]
+    if status in ("ok", "not recorded"):
+        return
+    text = Text("The program did not finish normally: ", style="bad")
+    if status == "timeout":
+        text.append(f"tcx stopped it after --timeout {st['timeout_s']} s.")
+    elif status == "exception":
+        text.append(f"it raised {clean(st['exc_type'])}: {clean(st['message'])}")
+    elif status == "exit":
+        text.append(f"it called sys.exit({clean(st['exit_code'])}).")
+    elif status == "syntax":
+        text.append(f"syntax error: {clean(st['message'])}")
+    elif status == "crashed":
+        text.append(f"the process was killed by {clean(st['signal'])} (a crash in native code?).")
+    elif status == "usage":
+        text.append(clean(st["message"]))
+    else:
+        text.append(f"the recorder ended without a report (status {clean(status)}, exit code {st['exit_code']}).")
+    console.print(text)
+    console.print(Text("Everything recorded before that point is reported below.", style="muted"))
+    if st.get("traceback"):
+        console.print(Padding(Text(clean(st["traceback"].rstrip()), style="muted"), (0, 0, 0, 2)))
+    elif st.get("output_tail"):
+        console.print(Text("last lines of the program's output:", style="muted"))
+        console.print(Padding(Text(clean("\n".join(st["output_tail"][-10:]))), (0, 0, 0, 2)))
+    console.print()
+
+
+def render_failed_frames(frames: list[FailedFrame], console: Console) -> None:
+    console.print(Text(f"{len(frames)} frame(s) Dynamo gave up on entirely (they run in eager Python):", style="bad"))
+    for f in frames:
+        t = Text("  • ")
+        t.append(clean(f.function), style="title")
+        t.append(f"  {location(f.file, f.line)}", style="loc")
+        t.append(f"  compile {clean(f.compile_id)}: ", style="muted")
+        t.append(clean(f.kind))
+        console.print(t)
+    console.print()
+
+
+def render_site(rank: int, site: BreakSite, ex: Explanation, console: Console, *, max_stack: int) -> None:
+    head = Text(f"#{rank} ", style="count")
+    head.append(clean(site.gb_type), style="gbtype")
+    if site.gb_id:
+        head.append(f"  {site.gb_id}", style="muted")
+    occ = len(site.occurrences)
+    head.append(f"  ×{occ}", style="count")
+    if site.frame_skipped:
+        head.append("  frame skipped", style="bad")
+    console.print(head)
+    where = Text("   at ", style="muted")
+    where.append(location(site.file, site.line), style="loc")
+    if site.function:
+        where.append(f" in {clean(site.function)}", style="muted")
+    console.print(where)
+    last = site.user_stack[-1] if site.user_stack else None
+    console.print(Padding(excerpt(site.file, site.line, ex.model.sources, last.code if last else ""), (0, 0, 0, 3)))
+    if site.entry_frame is not None:
+        entry = Text("   reached from your code at ", style="warn")
+        entry.append(location(site.entry_frame.file, site.entry_frame.line), style="loc")
+        console.print(entry)
+        console.print(Padding(excerpt(site.entry_frame.file, site.entry_frame.line, ex.model.sources,
+                                      site.entry_frame.code), (0, 0, 0, 3)))  # fmt: skip
+    body = Table.grid(padding=(0, 2))
+    body.add_column(style="muted", justify="right", no_wrap=True)
+    body.add_column()
+
+    def row(label: str, value: str, style: str = "") -> None:
+        body.add_row(label, Text(clean(value), style=style))
+
+    if site.explanation:
+        row("why", site.explanation)
+    for caused_type, caused_id in site.caused:
+        row("then", f"{caused_type}" + (f" ({caused_id})" if caused_id else ""))
+    for hint in site.hints:
+        row("torch hint", hint)
+    if site.suggestion:
+        row("fix", site.suggestion, "good")
+    row("region", _regions_text(site))
+    if len(site.user_stack) > 1:
+        row("stack", _stack_text(site.user_stack, max_stack))
+    console.print(Padding(body, (0, 0, 0, 3)))
+
+
+def _regions_text(site: BreakSite) -> str:
+    parts = []
+    for r in site.regions:
+        cid = r.get("compile_id") or "?"
+        if r.get("graphs"):
+            graph = f"graph of compile {cid} in {r.get('frame')} ({r.get('graph_ops')} ops) ends here"
+        else:
+            graph = f"compile {cid} in {r.get('frame')} produced no graph before this break"
+        resumed = r.get("resumed_in")
+        if resumed == "eager":
+            tail = "the whole frame runs in eager Python"
+        elif resumed:
+            tail = f"execution resumes in compile {resumed} ({r.get('resume_function')})"
+        elif r.get("resume_function"):
+            tail = f"execution resumes in {r.get('resume_function')} (not compiled in this run)"
+        else:
+            tail = "execution continues in eager Python"
+        parts.append(f"{graph}; {tail}")
+    unique = list(dict.fromkeys(parts))
+    shown = unique[:3]
+    more = f"\n(+{len(unique) - 3} more)" if len(unique) > 3 else ""
+    return "\n".join(shown) + more
+
+
+def _stack_text(stack: list[Frame], max_stack: int) -> str:
+    frames = stack
+    hidden = max(0, len(frames) - max_stack)
+    frames = frames[-max_stack:]
+    text = " → ".join(f"{f.name} ({location(f.file, f.line)})" for f in frames)
+    return (f"… {hidden} outer frame(s) → " if hidden else "") + text

@@ -1,0 +1,18 @@
+"""Text from programs and logs is data: neutralise terminal control sequences before printing.
+
+Rich markup is never interpreted in data because renderers wrap it in `rich.text.Text`
+(or `Syntax`), which print brackets literally; this module removes the other hazard,
+escape sequences and control characters that would drive the user's terminal.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(text: object) -> str:
+    """Replace control characters (ESC, BEL, CR, C1 ...) by visible escapes; keep newlines and tabs."""
+    s = str(text) if text is not None else ""
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
