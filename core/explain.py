@@ -69,9 +69,8 @@ def explain(model: RunModel, function: str | None = None) -> Explanation:
     compiles = model.compiles
     breaks = model.graph_breaks
     if function:
-        keep = {cid for cid, c in compiles.items() if _belongs_to(c, function)}
-        compiles = {cid: c for cid, c in compiles.items() if cid in keep}
-        breaks = [b for b in breaks if b.compile_id in keep]
+        compiles = _compiles_of(model, function)
+        breaks = [b for b in breaks if b.compile_id in compiles or _passes_through(b, function)]
     sites = _sites(breaks, compiles)
     failed = [_failed_frame(c) for c in compiles.values() if c.failed]
     names = []
@@ -83,12 +82,22 @@ def explain(model: RunModel, function: str | None = None) -> Explanation:
                        function_filter=function)  # fmt: skip
 
 
+def _compiles_of(model: RunModel, function: str) -> dict[str, Compile]:
+    """Compiles of `function`, of its resume functions, of frames it called, or that broke inside it."""
+    via_breaks = {b.compile_id for b in model.graph_breaks if _passes_through(b, function)}
+    return {cid: c for cid, c in model.compiles.items() if cid in via_breaks or _belongs_to(c, function)}
+
+
 def _belongs_to(comp: Compile, function: str) -> bool:
-    """A compile of `function`, of a resume function of it, or of a frame it called."""
     resumed = resume_target(comp)
     if comp.co_name == function or (resumed and resumed[0] == function):
         return True
     return any(fr.name == function for fr in comp.stack[:-1])
+
+
+def _passes_through(b: GraphBreak, function: str) -> bool:
+    """The break happened while `function` was on the user's stack (in it or below it)."""
+    return any(fr.name == function for fr in b.user_stack)
 
 
 def _sites(breaks: list[GraphBreak], compiles: dict[str, Compile]) -> list[BreakSite]:
@@ -216,7 +225,7 @@ def to_json(ex: Explanation) -> dict[str, Any]:
 def _filtered_compiles(ex: Explanation) -> dict[str, Compile]:
     if not ex.function_filter:
         return ex.model.compiles
-    return {cid: c for cid, c in ex.model.compiles.items() if _belongs_to(c, ex.function_filter)}
+    return _compiles_of(ex.model, ex.function_filter)
 
 
 def _recompile_count(ex: Explanation) -> int:

@@ -1,0 +1,42 @@
+# tcx developer entry points. `make demo` and `make test` work on a fresh machine.
+VENV       ?= .venv
+PY         := $(VENV)/bin/python
+# The CPU build of torch; the package itself accepts any torch >= its minimum.
+TORCH_PIN  ?= torch==2.13.0
+STAMP      := $(VENV)/.installed
+
+.PHONY: help setup demo test test-fast lint format bench clean
+
+help:  ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH_PIN)"
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[torch,dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)  ## create .venv with the CPU build of torch and tcx (editable)
+
+demo: $(STAMP)  ## explain the graph breaks of the bundled example
+	$(VENV)/bin/tcx explain fixtures/programs/demo.py
+
+test: $(STAMP)  ## run the whole test suite (real torch.compile runs on the CPU)
+	$(PY) -m pytest -n 2 -q
+
+test-fast: $(STAMP)  ## only the tests that do not run torch
+	$(PY) -m pytest -q -m "not torch"
+
+lint: $(STAMP)  ## ruff lint + format check
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)  ## apply ruff formatting and safe fixes
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: $(STAMP)  ## speed goals as ratios, side by side (median of several runs)
+	$(PY) bench/bench.py
+
+clean:  ## remove the environment and caches
+	rm -rf $(VENV) .pytest_cache .ruff_cache *.egg-info

@@ -1,0 +1,111 @@
+"""The graph-break zoo: tcx's counts equal what torch's own structured trace says for the same run."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import explain_with_trace
+
+pytestmark = pytest.mark.torch
+
+ZOO = [
+    "seed_f.py",
+    "data_dependent_if.py",
+    "item_branch.py",
+    "print_break.py",
+    "numpy_call.py",
+    "nested_break.py",
+    "loop_break.py",
+    "library_break.py",
+    "clean_module.py",
+    "demo.py",
+]
+
+
+@pytest.mark.parametrize("name", ZOO)
+def test_counts_equal_torch_trace(name, program, tmp_path):
+    doc, trace, proc = explain_with_trace(program(name), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert doc["schema"] == "tcx.explain/1"
+    assert doc["graph_count"] == trace.graphs
+    assert doc["graph_break_count"] == trace.graph_breaks
+    assert doc["unique_graph_break_count"] == len(trace.break_sites)
+    assert doc["compile_count"] == len(trace.compile_ids)
+    assert doc["recompile_count"] == trace.recompiles
+    assert doc["failed_frame_count"] == len(trace.failed)
+    assert sum(b["occurrences"] for b in doc["graph_breaks"]) == trace.graph_breaks
+    for brk in doc["graph_breaks"]:
+        assert brk["file"] and brk["line"], brk
+        assert brk["user_stack"][-1]["line"] == brk["line"]
+
+
+def _only_break(doc: dict) -> dict:
+    assert len(doc["graph_breaks"]) == 1, doc["graph_breaks"]
+    return doc["graph_breaks"][0]
+
+
+def test_data_dependent_branch_is_typed_and_resumes(program, tmp_path):
+    doc, _, _ = explain_with_trace(program("data_dependent_if.py"), tmp_path)
+    brk = _only_break(doc)
+    assert brk["type"] == "Data-dependent branching"
+    assert brk["gb_id"] == "GB0170"
+    assert brk["file"].endswith("data_dependent_if.py") and brk["line"] == 9
+    assert brk["user_stack"][-1]["code"] == "if y.sum() > 0:"
+    assert "torch.cond" in brk["suggestion"] and "torch.where" in brk["suggestion"]
+    region = brk["regions"][0]
+    assert region["graphs"] == 1 and region["resume_function"] == "torch_dynamo_resume_in_g_at_9"
+    assert region["resumed_in"] is not None
+    assert doc["backend"]["name"] == "eager" and "Dynamo" in doc["backend"]["reason"]
+
+
+def test_loop_break_reports_the_skipped_frame(program, tmp_path):
+    doc, _, _ = explain_with_trace(program("loop_break.py"), tmp_path)
+    brk = _only_break(doc)
+    assert brk["frame_skipped"] is True
+    assert brk["line"] == 11  # the print, the root cause, not the loop header
+    assert any(c["gb_id"] == "GB7000" for c in brk["caused"])
+    [failed] = doc["failed_frames"]
+    assert failed["function"] == "accumulate" and "loop" in failed["kind"]
+
+
+def test_nested_break_counts_each_enclosing_frame(program, tmp_path):
+    doc, _, _ = explain_with_trace(program("nested_break.py"), tmp_path)
+    brk = _only_break(doc)
+    assert brk["occurrences"] == 3
+    assert [f["function"] for f in brk["user_stack"][-3:]] == ["outer", "middle", "inner"]
+    resumed = {r["resume_function"] for r in brk["regions"]}
+    assert resumed == {
+        "torch_dynamo_resume_in_outer_at_17",
+        "torch_dynamo_resume_in_middle_at_12",
+        "torch_dynamo_resume_in_inner_at_7",
+    }
+
+
+def test_library_break_names_the_users_line(program, tmp_path):
+    doc, _, _ = explain_with_trace(program("library_break.py"), tmp_path)
+    brk = _only_break(doc)
+    assert brk["in_library"] is True
+    assert not brk["file"].endswith("library_break.py")
+    assert brk["entered_from"]["file"].endswith("library_break.py")
+    assert brk["entered_from"]["line"] == 14
+
+
+def test_item_and_print_suggestions(program, tmp_path):
+    doc, _, _ = explain_with_trace(program("demo.py"), tmp_path)
+    by_type = {b["type"]: b for b in doc["graph_breaks"]}
+    item = next(b for t, b in by_type.items() if "item()" in t)
+    assert "capture_scalar_outputs" in item["suggestion"]
+    printed = by_type["Failed to trace builtin operator"]
+    assert "reorderable_logging_functions" in printed["suggestion"]
+
+
+def test_clean_module_has_no_breaks(program, tmp_path):
+    doc, trace, _ = explain_with_trace(program("clean_module.py"), tmp_path)
+    assert doc["graph_break_count"] == 0 and doc["graph_breaks"] == []
+    assert doc["graph_count"] == 1 == trace.graphs
+
+
+def test_seed_function_recompiles(program, tmp_path):
+    doc, trace, _ = explain_with_trace(program("seed_f.py"), tmp_path)
+    assert doc["graph_break_count"] == 0
+    assert doc["recompile_count"] == trace.recompiles == 2
