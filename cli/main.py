@@ -12,10 +12,10 @@ import traceback
 from typing import Any
 
 import click
-
-from tcx import __version__
 from tcx.cli.options import DYNAMO_ONLY_REASON, build_run_options, render_options, run_options
 from tcx.core.errors import EXIT_INTERNAL, EXIT_OK, EXIT_TARGET, EXIT_USAGE, TcxError
+
+from tcx import __version__
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -73,7 +73,8 @@ def _emit_json(doc: dict[str, Any]) -> None:
 @render_options(("text", "json"))
 def explain(**params: Any) -> None:
     """Why did TARGET graph-break, where, and what to change."""
-    from tcx.core.explain import explain as build, to_json
+    from tcx.core.explain import explain as build
+    from tcx.core.explain import to_json
     from tcx.renderers.explain_terminal import render_explain
 
     loaded = _load(params, "eager", DYNAMO_ONLY_REASON)
@@ -88,11 +89,25 @@ def explain(**params: Any) -> None:
 
 @cli.command(epilog=EPILOG)
 @run_options
-@click.option("--max-graph-breaks", type=int, default=None, metavar="N", help="Budget for graph-break events.")
-@click.option("--max-unique-graph-breaks", type=int, default=None, metavar="N", help="Budget for distinct breaks.")
+@click.option(
+    "--max-graph-breaks", type=int, default=None, metavar="N", help="Budget for graph-break events."
+)
+@click.option(
+    "--max-unique-graph-breaks",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Budget for distinct breaks.",
+)
 @click.option("--max-recompiles", type=int, default=None, metavar="N", help="Budget for recompiles.")
 @click.option("--max-graphs", type=int, default=None, metavar="N", help="Budget for graphs Dynamo produced.")
-@click.option("--max-failed-frames", type=int, default=None, metavar="N", help="Budget for frames Dynamo gave up on.")
+@click.option(
+    "--max-failed-frames",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Budget for frames Dynamo gave up on.",
+)
 @render_options(("text", "json", "sarif", "github"))
 def check(**params: Any) -> None:
     """Fail (exit 1) when TARGET exceeds a budget: a CI gate on graph breaks and recompiles."""
@@ -115,13 +130,16 @@ def check(**params: Any) -> None:
 def show(**params: Any) -> None:
     """Re-render a saved recording or a TORCH_TRACE log (no torch needed)."""
     from tcx.core.errors import UsageError
-    from tcx.core.explain import explain as build, to_json
+    from tcx.core.explain import explain as build
+    from tcx.core.explain import to_json
     from tcx.core.targets import FileTarget, resolve_target
     from tcx.renderers.explain_terminal import render_explain
 
     if not isinstance(resolve_target(params["recording"]), FileTarget):
-        raise UsageError(f"`tcx show` renders a saved recording or a log; {params['recording']!r} is a program. "
-                         "Use `tcx explain` to run it.")  # fmt: skip
+        raise UsageError(
+            f"`tcx show` renders a saved recording or a log; {params['recording']!r} is a program. "
+            "Use `tcx explain` to run it."
+        )
     params["target"] = params["recording"]
     loaded = _load(params, None, "")
     ex = build(loaded.model)
@@ -158,11 +176,14 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(EXIT_OK)
-    except Exception as exc:  # noqa: BLE001 - last line of defence: no traceback for users
+    except Exception as exc:
         detail = getattr(exc, "traceback", "") or traceback.format_exc()
         if os.environ.get("TCX_DEBUG"):
             click.echo(detail, err=True)
-        click.echo(f"tcx: internal error ({type(exc).__name__}: {exc}). This is a bug in tcx; "
-                   "rerun with TCX_DEBUG=1 for the traceback and report it.", err=True)  # fmt: skip
+        click.echo(
+            f"tcx: internal error ({type(exc).__name__}: {exc}). This is a bug in tcx; "
+            "rerun with TCX_DEBUG=1 for the traceback and report it.",
+            err=True,
+        )
         sys.exit(EXIT_INTERNAL)
     sys.exit(EXIT_OK)

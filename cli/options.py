@@ -18,23 +18,49 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     decorators = [
         click.argument("target"),
         click.argument("program_args", nargs=-1, type=click.UNPROCESSED, metavar="[-- PROGRAM ARGS]"),
-        click.option("--call", "calls", multiple=True, metavar="SPEC",
-                     help="Call TARGET's function with these inputs, e.g. 128x32,32x64:grad,=3 "
-                          "(repeatable: one --call per call)."),
-        click.option("--backend", default=None, metavar="NAME",
-                     help="torch.compile backend for every compile in the run (default: eager for "
-                          "Dynamo-only views)."),
-        click.option("--dynamic/--no-dynamic", default=None,
-                     help="Force torch.compile(dynamic=True/False) (default: what the program asks)."),
+        click.option(
+            "--call",
+            "calls",
+            multiple=True,
+            metavar="SPEC",
+            help="Call TARGET's function with these inputs, e.g. 128x32,32x64:grad,=3 "
+            "(repeatable: one --call per call).",
+        ),
+        click.option(
+            "--backend",
+            default=None,
+            metavar="NAME",
+            help="torch.compile backend for every compile in the run (default: eager for Dynamo-only views).",
+        ),
+        click.option(
+            "--dynamic/--no-dynamic",
+            default=None,
+            help="Force torch.compile(dynamic=True/False) (default: what the program asks).",
+        ),
         click.option("--mode", default=None, help="torch.compile mode for inductor (e.g. max-autotune)."),
-        click.option("--timeout", type=float, default=None, metavar="SECONDS",
-                     help="Stop the program after this long; what was recorded is still reported."),
-        click.option("--save", type=click.Path(dir_okay=False), default=None, metavar="FILE",
-                     help="Keep the recording (re-render later with `tcx show FILE`; .gz compresses)."),
-        click.option("--show-output", is_flag=True, help="Pass the program's stdout/stderr through (to stderr)."),
-        click.option("--no-backward", is_flag=True,
-                     help="With --call: do not run backward on outputs that require grad."),
-    ]  # fmt: skip
+        click.option(
+            "--timeout",
+            type=float,
+            default=None,
+            metavar="SECONDS",
+            help="Stop the program after this long; what was recorded is still reported.",
+        ),
+        click.option(
+            "--save",
+            type=click.Path(dir_okay=False),
+            default=None,
+            metavar="FILE",
+            help="Keep the recording (re-render later with `tcx show FILE`; .gz compresses).",
+        ),
+        click.option(
+            "--show-output", is_flag=True, help="Pass the program's stdout/stderr through (to stderr)."
+        ),
+        click.option(
+            "--no-backward",
+            is_flag=True,
+            help="With --call: do not run backward on outputs that require grad.",
+        ),
+    ]
     for deco in reversed(decorators):
         fn = deco(fn)
     return fn
@@ -43,11 +69,17 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def render_options(formats: tuple[str, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
         decorators = [
-            click.option("--format", "fmt", type=click.Choice(formats), default=formats[0],
-                         show_default=True, help="Output format."),
+            click.option(
+                "--format",
+                "fmt",
+                type=click.Choice(formats),
+                default=formats[0],
+                show_default=True,
+                help="Output format.",
+            ),
             click.option("--no-color", is_flag=True, help="Plain text (also when NO_COLOR is set)."),
             click.option("--width", type=int, default=None, help="Terminal width for the report."),
-        ]  # fmt: skip
+        ]
         for deco in reversed(decorators):
             fn = deco(fn)
         return fn

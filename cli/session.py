@@ -49,8 +49,10 @@ def _record(target: ProgramTarget, opts: object | None) -> Loaded:
     if exit_event.get("status") == "usage":
         raise UsageError(str(exit_event.get("message")))
     if exit_event.get("status") == "setup":
-        raise UsageError(str(exit_event.get("message")),
-                         hint="tcx records with the torch installed next to it: pip install torch.")  # fmt: skip
+        raise UsageError(
+            str(exit_event.get("message")),
+            hint="tcx records with the torch installed next to it: pip install torch.",
+        )
     if exit_event.get("status") == "tcx_error":
         raise RecorderError(exit_event)
     # When tcx called the function itself everything recorded belongs to it (the compiled

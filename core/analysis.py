@@ -20,16 +20,47 @@ RESUME_PREFIX = "torch_dynamo_resume_in_"
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<fn>.+)_at_(?P<line>\d+)$")
 # Events the views understand; anything else is kept and listed as "shown raw".
 KNOWN_EVENTS = frozenset(
-    {"str", "dynamo_start", "dynamo_output_graph", "dynamo_cpp_guards_str", "dynamo_guards",
-     "compilation_metrics", "bwd_compilation_metrics", "compilation_metrics_runtime", "chromium_event",
-     "describe_storage", "describe_tensor", "describe_source", "create_symbol", "guard_added",
-     "guard_added_fast", "propagate_real_tensors", "expression_created", "missing_fake_kernel",
-     "mismatched_fake_kernel", "symbolic_shape_specialization", "aot_joint_graph", "aot_forward_graph",
-     "aot_backward_graph", "aot_inference_graph", "inductor_pre_grad_graph", "inductor_post_grad_graph",
-     "inductor_output_code", "optimize_ddp_split_graph", "optimize_ddp_split_child",
-     "compiled_autograd_graph", "dynamo_error", "artifact", "graph_execution", "link",
-     "exported_program", "dump_file", "stack", "restart_reasons"}
-)  # fmt: skip
+    {
+        "str",
+        "dynamo_start",
+        "dynamo_output_graph",
+        "dynamo_cpp_guards_str",
+        "dynamo_guards",
+        "compilation_metrics",
+        "bwd_compilation_metrics",
+        "compilation_metrics_runtime",
+        "chromium_event",
+        "describe_storage",
+        "describe_tensor",
+        "describe_source",
+        "create_symbol",
+        "guard_added",
+        "guard_added_fast",
+        "propagate_real_tensors",
+        "expression_created",
+        "missing_fake_kernel",
+        "mismatched_fake_kernel",
+        "symbolic_shape_specialization",
+        "aot_joint_graph",
+        "aot_forward_graph",
+        "aot_backward_graph",
+        "aot_inference_graph",
+        "inductor_pre_grad_graph",
+        "inductor_post_grad_graph",
+        "inductor_output_code",
+        "optimize_ddp_split_graph",
+        "optimize_ddp_split_child",
+        "compiled_autograd_graph",
+        "dynamo_error",
+        "artifact",
+        "graph_execution",
+        "link",
+        "exported_program",
+        "dump_file",
+        "stack",
+        "restart_reasons",
+    }
+)
 
 
 @dataclass
@@ -44,8 +75,13 @@ class Frame:
         return frame_origin(self.file)
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "function": self.name, "code": self.code,
-                "origin": self.origin}  # fmt: skip
+        return {
+            "file": self.file,
+            "line": self.line,
+            "function": self.name,
+            "code": self.code,
+            "origin": self.origin,
+        }
 
 
 @dataclass
@@ -232,7 +268,14 @@ def _stack(raw: Any, interner: Interner) -> list[Frame]:
         file = interner.file(fr.get("filename"))
         if is_recorder_frame(file):
             continue
-        frames.append(Frame(file=file, line=fr.get("line"), name=str(fr.get("name", "?")), code=fr.get("loc") or ""))
+        frames.append(
+            Frame(
+                file=file,
+                line=fr.get("line"),
+                name=str(fr.get("name", "?")),
+                code=fr.get("loc") or "",
+            )
+        )
     return frames
 
 
@@ -289,7 +332,9 @@ def _graph_break(ev: TraceEvent, typed: dict[str, Any] | None) -> GraphBreak:
             gb_type = typed.get("gb_type") or gb_type
             gb_id = typed.get("gb_id") or gb_id
         frame = typed.get("frame")
-        typed_stack = [Frame(f["file"], f["line"], f["name"], f.get("code", "")) for f in typed.get("user_stack") or []]
+        typed_stack = [
+            Frame(f["file"], f["line"], f["name"], f.get("code", "")) for f in typed.get("user_stack") or []
+        ]
         if typed_stack:
             stack = typed_stack
     if stack:

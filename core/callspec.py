@@ -17,14 +17,27 @@ from dataclasses import dataclass
 from tcx.core.errors import UsageError
 
 DTYPES = {
-    "f32": "float32", "float32": "float32", "float": "float32",
-    "f16": "float16", "float16": "float16", "half": "float16",
-    "bf16": "bfloat16", "bfloat16": "bfloat16",
-    "f64": "float64", "float64": "float64", "double": "float64",
-    "i64": "int64", "int64": "int64", "long": "int64",
-    "i32": "int32", "int32": "int32", "int": "int32",
-    "i8": "int8", "u8": "uint8", "bool": "bool",
-}  # fmt: skip
+    "f32": "float32",
+    "float32": "float32",
+    "float": "float32",
+    "f16": "float16",
+    "float16": "float16",
+    "half": "float16",
+    "bf16": "bfloat16",
+    "bfloat16": "bfloat16",
+    "f64": "float64",
+    "float64": "float64",
+    "double": "float64",
+    "i64": "int64",
+    "int64": "int64",
+    "long": "int64",
+    "i32": "int32",
+    "int32": "int32",
+    "int": "int32",
+    "i8": "int8",
+    "u8": "uint8",
+    "bool": "bool",
+}
 
 
 @dataclass(frozen=True)
@@ -77,7 +90,9 @@ def _parse_item(item: str, spec: str) -> Arg:
             dtype = DTYPES[mod.lower()]
         else:
             known = ", ".join(sorted({"f32", "f16", "bf16", "f64", "i64", "i32", "i8", "u8", "bool"}))
-            raise UsageError(f"--call {spec!r}: unknown modifier {mod!r} in {item!r} (dtypes: {known}; or grad).")
+            raise UsageError(
+                f"--call {spec!r}: unknown modifier {mod!r} in {item!r} (dtypes: {known}; or grad)."
+            )
     if grad and not dtype.startswith(("float", "bfloat")):
         raise UsageError(f"--call {spec!r}: {item!r}: only floating tensors can require grad.")
     return TensorArg(shape=shape, dtype=dtype, requires_grad=grad)

@@ -47,7 +47,9 @@ class CheckResult:
 def budgets_from(params: dict[str, Any]) -> dict[str, int]:
     budgets = {k: params[k] for k in BUDGETS if params.get(k) is not None}
     if not budgets:
-        raise UsageError("tcx check needs at least one budget, e.g. --max-graph-breaks 0 or --max-recompiles 2.")
+        raise UsageError(
+            "tcx check needs at least one budget, e.g. --max-graph-breaks 0 or --max-recompiles 2."
+        )
     for key, value in budgets.items():
         if value < 0:
             raise UsageError(f"--{key.replace('_', '-')} must be 0 or more (got {value}).")
@@ -57,8 +59,12 @@ def budgets_from(params: dict[str, Any]) -> dict[str, int]:
 def evaluate(ex: Explanation, budgets: dict[str, int]) -> CheckResult:
     summary = to_json(ex)
     verdicts = [
-        Verdict(option="--" + key.replace("_", "-"), label=BUDGETS[key][1], limit=limit,
-                actual=int(summary[BUDGETS[key][0]]))  # fmt: skip
+        Verdict(
+            option="--" + key.replace("_", "-"),
+            label=BUDGETS[key][1],
+            limit=limit,
+            actual=int(summary[BUDGETS[key][0]]),
+        )
         for key, limit in budgets.items()
     ]
     return CheckResult(explanation=ex, summary=summary, verdicts=verdicts)

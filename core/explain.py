@@ -8,9 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx import __version__
 from tcx.core.analysis import Compile, Frame, GraphBreak, RunModel, resume_target
 from tcx.core.remedies import remedy_for
+
+from tcx import __version__
 
 SCHEMA = "tcx.explain/1"
 
@@ -78,8 +79,9 @@ def explain(model: RunModel, function: str | None = None) -> Explanation:
         name = c.display_name
         if not c.is_resume and name not in names and not c.failed:
             names.append(name)
-    return Explanation(model=model, sites=sites, failed_frames=failed, frames_compiled=names,
-                       function_filter=function)  # fmt: skip
+    return Explanation(
+        model=model, sites=sites, failed_frames=failed, frames_compiled=names, function_filter=function
+    )
 
 
 def _compiles_of(model: RunModel, function: str) -> dict[str, Compile]:

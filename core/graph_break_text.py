@@ -106,5 +106,12 @@ def _parse_frames(text: str) -> list[dict]:
         code = ""
         if i + 1 < len(lines) and not _FRAME.match(lines[i + 1]) and lines[i + 1].startswith("    "):
             code = lines[i + 1].strip()
-        frames.append({"file": m.group("file"), "line": int(m.group("line")), "name": m.group("name"), "code": code})
+        frames.append(
+            {
+                "file": m.group("file"),
+                "line": int(m.group("line")),
+                "name": m.group("name"),
+                "code": code,
+            }
+        )
     return frames

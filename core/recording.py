@@ -30,8 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from tcx import __version__
 from tcx.core.errors import InputError
+
+from tcx import __version__
 
 FORMAT_NAME = "tcx-recording"
 FORMAT_VERSION = 1
@@ -57,8 +58,13 @@ class RecordingWriter:
 
 def write_header(path: str | Path, **fields: Any) -> None:
     """Start a new recording file with its header line."""
-    header = {"kind": "header", "format": FORMAT_NAME, "version": FORMAT_VERSION,
-              "tcx_version": __version__, **fields}  # fmt: skip
+    header = {
+        "kind": "header",
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "tcx_version": __version__,
+        **fields,
+    }
     Path(path).write_text(json.dumps(header, ensure_ascii=False) + "\n", encoding="utf-8")
 
 

@@ -7,42 +7,64 @@ concrete API or code change; torch's own hints are always shown next to it.
 from __future__ import annotations
 
 REMEDIES: list[tuple[tuple[str, ...], str]] = [
-    (("Data-dependent branching",),
-     "The condition depends on tensor values. Make it branchless with torch.where(cond, a, b), or "
-     "express both branches with torch.cond(pred, true_fn, false_fn, operands); if the value is "
-     "really a constant, compute it outside the compiled function and pass it in."),
-    (("Tensor.item()", "capture_scalar_outputs"),
-     "Keep the value as a tensor (e.g. use x.max() in torch.where instead of x.max().item()), or set "
-     "torch._dynamo.config.capture_scalar_outputs = True (env TORCHDYNAMO_CAPTURE_SCALAR_OUTPUTS=1) "
-     "so .item() is traced as a symbolic value."),
-    (("Data dependent operator",),
-     "A tensor's value is converted to a Python number (float(t), int(t), .tolist(), .numpy()). Keep "
-     "the computation in torch ops, or set torch._dynamo.config.capture_scalar_outputs = True."),
-    (("builtin operator `print`", "print"),
-     "Move the print out of the compiled function, log tensors after it returns, or add print to "
-     "torch._dynamo.config.reorderable_logging_functions so Dynamo moves it after the graph."),
-    (("torch._dynamo.graph_break()",),
-     "This break is explicit: remove the torch._dynamo.graph_break() call if it is no longer needed."),
-    (("graph break in loop",),
-     "Dynamo skipped the whole function because a break happened inside a loop. Fix the inner break, "
-     "or move the loop body into its own function so only that function breaks."),
-    (("recompile limit",),
-     "The frame recompiled until torch.compile gave up (torch._dynamo.config.recompile_limit). Run "
-     "`tcx recompiles` to see the failing guard; usually torch._dynamo.mark_dynamic(x, dim) or "
-     "torch.compile(dynamic=True) stops it."),
-    (("copy.deepcopy",),
-     "Make the copy outside the compiled region (e.g. in __init__), or wrap the function that copies "
-     "with @torch.compiler.disable."),
-    (("numpy",),
-     "Use the torch equivalent of the NumPy call, or keep NumPy code outside the compiled function; "
-     "Dynamo traces numpy only on tensors' numpy views, not on .numpy() results."),
-    (("marked as skipped", "skip_files", "Attempted to inline function marked as skipped"),
-     "The call goes into code Dynamo does not trace. Wrap that library call in a function decorated "
-     "with @torch.compiler.disable (one clean break), or call it outside the compiled region."),
-    (("Unsupported context manager", "try", "exception"),
-     "Dynamo cannot resume inside this block: move the try/with out of the compiled function or "
-     "split the body into smaller functions."),
-]  # fmt: skip
+    (
+        ("Data-dependent branching",),
+        "The condition depends on tensor values. Make it branchless with torch.where(cond, a, b), or "
+        "express both branches with torch.cond(pred, true_fn, false_fn, operands); if the value is "
+        "really a constant, compute it outside the compiled function and pass it in.",
+    ),
+    (
+        ("Tensor.item()", "capture_scalar_outputs"),
+        "Keep the value as a tensor (e.g. use x.max() in torch.where instead of x.max().item()), or set "
+        "torch._dynamo.config.capture_scalar_outputs = True (env TORCHDYNAMO_CAPTURE_SCALAR_OUTPUTS=1) "
+        "so .item() is traced as a symbolic value.",
+    ),
+    (
+        ("Data dependent operator",),
+        "A tensor's value is converted to a Python number (float(t), int(t), .tolist(), .numpy()). Keep "
+        "the computation in torch ops, or set torch._dynamo.config.capture_scalar_outputs = True.",
+    ),
+    (
+        ("builtin operator `print`", "print"),
+        "Move the print out of the compiled function, log tensors after it returns, or add print to "
+        "torch._dynamo.config.reorderable_logging_functions so Dynamo moves it after the graph.",
+    ),
+    (
+        ("torch._dynamo.graph_break()",),
+        "This break is explicit: remove the torch._dynamo.graph_break() call if it is no longer needed.",
+    ),
+    (
+        ("graph break in loop",),
+        "Dynamo skipped the whole function because a break happened inside a loop. Fix the inner break, "
+        "or move the loop body into its own function so only that function breaks.",
+    ),
+    (
+        ("recompile limit",),
+        "The frame recompiled until torch.compile gave up (torch._dynamo.config.recompile_limit). Run "
+        "`tcx recompiles` to see the failing guard; usually torch._dynamo.mark_dynamic(x, dim) or "
+        "torch.compile(dynamic=True) stops it.",
+    ),
+    (
+        ("copy.deepcopy",),
+        "Make the copy outside the compiled region (e.g. in __init__), or wrap the function that copies "
+        "with @torch.compiler.disable.",
+    ),
+    (
+        ("numpy",),
+        "Use the torch equivalent of the NumPy call, or keep NumPy code outside the compiled function; "
+        "Dynamo traces numpy only on tensors' numpy views, not on .numpy() results.",
+    ),
+    (
+        ("marked as skipped", "skip_files", "Attempted to inline function marked as skipped"),
+        "The call goes into code Dynamo does not trace. Wrap that library call in a function decorated "
+        "with @torch.compiler.disable (one clean break), or call it outside the compiled region.",
+    ),
+    (
+        ("Unsupported context manager", "try", "exception"),
+        "Dynamo cannot resume inside this block: move the try/with out of the compiled function or "
+        "split the body into smaller functions.",
+    ),
+]
 
 LIBRARY_REMEDY = (
     "The break is inside library code you do not own: wrap the call from your code in a function "

@@ -52,9 +52,7 @@ def _looks_like_recording(path: Path) -> bool:
             head = fh.read(64)
     except OSError:
         return False
-    return head.startswith(b'{"kind": "header", "format": "tcx-recording"') or head.startswith(
-        b"\x1f\x8b"
-    )
+    return head.startswith(b'{"kind": "header", "format": "tcx-recording"') or head.startswith(b"\x1f\x8b")
 
 
 def resolve_target(text: str) -> Target:
@@ -80,7 +78,9 @@ def resolve_target(text: str) -> Target:
         return FileTarget(path=str(path.resolve()), kind=kind)
     if _DOTTED.match(text) and "." in text:
         return ProgramTarget(script=None, module=text, function=None)
-    raise UsageError(f"no such file: {text!r}.", hint="Give a .py script, module:function, a recording or a log.")
+    raise UsageError(
+        f"no such file: {text!r}.", hint="Give a .py script, module:function, a recording or a log."
+    )
 
 
 def _existing_script(text: str) -> str:

@@ -11,9 +11,21 @@ from dataclasses import dataclass
 from typing import Any
 
 CONTEXT_KEYS = frozenset(
-    {"frame_id", "frame_compile_id", "attempt", "compiled_autograd_id", "rank", "has_payload",
-     "stack", "subgraph_name", "timestamp", "pathname", "lineno", "thread"}
-)  # fmt: skip
+    {
+        "frame_id",
+        "frame_compile_id",
+        "attempt",
+        "compiled_autograd_id",
+        "rank",
+        "has_payload",
+        "stack",
+        "subgraph_name",
+        "timestamp",
+        "pathname",
+        "lineno",
+        "thread",
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -37,15 +37,20 @@ def load_trace(path: str | Path) -> Recording:
         what = "directory" if path.is_dir() else "file"
         detail = f" ({problems[0]})" if problems else ""
         raise InputError(
-            f"{str(path)!r} is not a tcx recording or a TORCH_TRACE log: no trace events in the {what}{detail}.",
+            f"{str(path)!r} is not a tcx recording or a TORCH_TRACE log: "
+            f"no trace events in the {what}{detail}.",
             hint="TORCH_TRACE logs are written by running a program with TORCH_TRACE=DIR set.",
         )
     for ev in events:
         tv = ev["md"].get("artifact", {}) if isinstance(ev["md"].get("artifact"), dict) else {}
         if tv.get("name") == "torch_version" and ev.get("payload"):
             torch_version = ev["payload"].strip()
-    header = {"format": "torch-trace", "target": str(path), "files": [str(f) for f in files],
-              "torch_version": torch_version}  # fmt: skip
+    header = {
+        "format": "torch-trace",
+        "target": str(path),
+        "files": [str(f) for f in files],
+        "torch_version": torch_version,
+    }
     return Recording(header=header, events=events, problems=problems, source=str(path))
 
 
@@ -77,7 +82,9 @@ def _read_file(file: Path, rank: int | None) -> tuple[list[dict], list[str]]:
 
     def finish() -> None:
         if current is not None:
-            current["payload"] = "".join(payload) if current["md"].get("has_payload") is not None or payload else None
+            current["payload"] = (
+                "".join(payload) if current["md"].get("has_payload") is not None or payload else None
+            )
             events.append(current)
 
     try:
@@ -97,7 +104,7 @@ def _read_file(file: Path, rank: int | None) -> tuple[list[dict], list[str]]:
                 finish()
                 current, payload = None, []
                 try:
-                    md = json.loads(line[m.end():])
+                    md = json.loads(line[m.end() :])
                 except ValueError as exc:
                     problems.append(f"{file.name}:{lineno}: corrupted JSON ({exc.msg} at column {exc.colno})")
                     continue

@@ -11,12 +11,12 @@ from typing import Any
 
 from rich.console import Console
 from rich.text import Text
-
-from tcx import __version__
 from tcx.core.check import CheckResult
 from tcx.core.explain import BreakSite
 from tcx.renderers.explain_terminal import location
 from tcx.renderers.safe import clean
+
+from tcx import __version__
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
@@ -36,8 +36,10 @@ def check_json(result: CheckResult) -> dict[str, Any]:
     doc = dict(result.summary)
     doc["schema"] = "tcx.check/1"
     doc["passed"] = not result.failed
-    doc["budgets"] = [{"option": v.option, "limit": v.limit, "actual": v.actual, "exceeded": v.exceeded}
-                      for v in result.verdicts]  # fmt: skip
+    doc["budgets"] = [
+        {"option": v.option, "limit": v.limit, "actual": v.actual, "exceeded": v.exceeded}
+        for v in result.verdicts
+    ]
     return doc
 
 
@@ -53,8 +55,11 @@ def render_text(result: CheckResult, console: Console) -> None:
         t.append(f"  {clean(site.gb_type)}", style="gbtype")
         t.append(f"  ×{len(site.occurrences)}", style="muted")
         console.print(t)
-    verdict = "check failed: " + ", ".join(f"{v.label} {v.actual} > {v.limit}" for v in result.failed) \
-        if result.failed else "check passed"  # fmt: skip
+    verdict = (
+        "check failed: " + ", ".join(f"{v.label} {v.actual} > {v.limit}" for v in result.failed)
+        if result.failed
+        else "check passed"
+    )
     console.print(Text(verdict, style="bad" if result.failed else "good"))
 
 
@@ -75,8 +80,10 @@ def _uri(path: str | None) -> str:
 
 
 def _message(site: BreakSite) -> str:
-    parts = [f"Graph break: {site.gb_type}" + (f" ({site.gb_id})" if site.gb_id else ""),
-             f"occurs {len(site.occurrences)} time(s)."]  # fmt: skip
+    parts = [
+        f"Graph break: {site.gb_type}" + (f" ({site.gb_id})" if site.gb_id else ""),
+        f"occurs {len(site.occurrences)} time(s).",
+    ]
     if site.explanation:
         parts.append(site.explanation.splitlines()[0])
     if site.suggestion:
@@ -90,37 +97,60 @@ def sarif(result: CheckResult) -> dict[str, Any]:
     results = []
     for site in sites:
         rid = rule_id(site.gb_type)
-        rules.setdefault(rid, {
-            "id": rid,
-            "name": site.gb_type,
-            "shortDescription": {"text": f"torch.compile graph break: {site.gb_type}"},
-            "helpUri": f"https://meta-pytorch.github.io/compile-graph-break-site/gb/{site.gb_id.lower()}.html"
-            if site.gb_id else "https://docs.pytorch.org/docs/stable/torch.compiler_troubleshooting.html",
-            "properties": {"gb_id": site.gb_id},
-        })  # fmt: skip
-        fingerprint = hashlib.sha256(f"{site.gb_type}|{_uri(site.file)}|{site.line}".encode()).hexdigest()[:32]
-        results.append({
-            "ruleId": rid,
-            "level": "error" if any(v.exceeded for v in result.verdicts) else "warning",
-            "message": {"text": _message(site)},
-            "locations": [{"physicalLocation": {
-                "artifactLocation": {"uri": _uri(site.file)},
-                "region": {"startLine": site.line or 1},
-            }}],
-            "partialFingerprints": {"tcxGraphBreak/v1": fingerprint},
-            "properties": {"occurrences": len(site.occurrences), "gb_id": site.gb_id},
-        })  # fmt: skip
+        rules.setdefault(
+            rid,
+            {
+                "id": rid,
+                "name": site.gb_type,
+                "shortDescription": {"text": f"torch.compile graph break: {site.gb_type}"},
+                "helpUri": f"https://meta-pytorch.github.io/compile-graph-break-site/gb/{site.gb_id.lower()}.html"
+                if site.gb_id
+                else "https://docs.pytorch.org/docs/stable/torch.compiler_troubleshooting.html",
+                "properties": {"gb_id": site.gb_id},
+            },
+        )
+        fingerprint = hashlib.sha256(f"{site.gb_type}|{_uri(site.file)}|{site.line}".encode()).hexdigest()[
+            :32
+        ]
+        results.append(
+            {
+                "ruleId": rid,
+                "level": "error" if any(v.exceeded for v in result.verdicts) else "warning",
+                "message": {"text": _message(site)},
+                "locations": [
+                    {
+                        "physicalLocation": {
+                            "artifactLocation": {"uri": _uri(site.file)},
+                            "region": {"startLine": site.line or 1},
+                        }
+                    }
+                ],
+                "partialFingerprints": {"tcxGraphBreak/v1": fingerprint},
+                "properties": {"occurrences": len(site.occurrences), "gb_id": site.gb_id},
+            }
+        )
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {"name": "tcx", "version": __version__,
-                                "informationUri": "https://github.com/", "rules": list(rules.values())}},
-            "results": results,
-            "properties": {"budgets": [{"option": v.option, "limit": v.limit, "actual": v.actual}
-                                       for v in result.verdicts]},
-        }],
-    }  # fmt: skip
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "tcx",
+                        "version": __version__,
+                        "informationUri": "https://github.com/",
+                        "rules": list(rules.values()),
+                    }
+                },
+                "results": results,
+                "properties": {
+                    "budgets": [
+                        {"option": v.option, "limit": v.limit, "actual": v.actual} for v in result.verdicts
+                    ]
+                },
+            }
+        ],
+    }
 
 
 def _gh_escape(text: str, prop: bool = False) -> str:
@@ -135,10 +165,14 @@ def github(result: CheckResult) -> str:
     level = "error" if result.failed else "warning"
     for site in result.explanation.sites:
         title = f"graph break: {site.gb_type}"
-        lines.append(f"::{level} file={_gh_escape(_uri(site.file), True)},line={site.line or 1},"
-                     f"title={_gh_escape(title, True)}::{_gh_escape(clean(_message(site)))}")  # fmt: skip
+        lines.append(
+            f"::{level} file={_gh_escape(_uri(site.file), True)},line={site.line or 1},"
+            f"title={_gh_escape(title, True)}::{_gh_escape(clean(_message(site)))}"
+        )
     for v in result.failed:
-        lines.append(f"::error title=tcx check::{_gh_escape(f'{v.label}: {v.actual} exceeds {v.option} {v.limit}')}")
+        lines.append(
+            f"::error title=tcx check::{_gh_escape(f'{v.label}: {v.actual} exceeds {v.option} {v.limit}')}"
+        )
     if not result.failed:
         lines.append("::notice title=tcx check::all budgets met")
     return "\n".join(lines) + "\n"

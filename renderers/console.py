@@ -22,7 +22,9 @@ THEME = Theme(
 )
 
 
-def make_console(file: IO[str] | None = None, *, color: bool | None = None, width: int | None = None) -> Console:
+def make_console(
+    file: IO[str] | None = None, *, color: bool | None = None, width: int | None = None
+) -> Console:
     """A console for reports; `color=False` (or --no-color / NO_COLOR) prints plain text."""
     out = file or sys.stdout
     no_color = color is False

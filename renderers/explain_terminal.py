@@ -8,7 +8,6 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
-
 from tcx.core.analysis import Frame
 from tcx.core.explain import BreakSite, Explanation, FailedFrame, backend_info, program_status
 from tcx.renderers.safe import clean
@@ -38,9 +37,14 @@ def render_explain(ex: Explanation, console: Console, *, max_stack: int = 6) -> 
         console.print(Text("No graph breaks: every compiled frame became whole graphs.", style="good"))
         return
     n = len(ex.sites)
-    console.print(Text(f"{n} distinct graph break{'s' if n != 1 else ''} "
-                       f"({ex.graph_break_count} event{'s' if ex.graph_break_count != 1 else ''}), "
-                       "worst first", style="title"))  # fmt: skip
+    console.print(
+        Text(
+            f"{n} distinct graph break{'s' if n != 1 else ''} "
+            f"({ex.graph_break_count} event{'s' if ex.graph_break_count != 1 else ''}), "
+            "worst first",
+            style="title",
+        )
+    )
     for rank, site in enumerate(ex.sites, start=1):
         console.print()
         render_site(rank, site, ex, console, max_stack=max_stack)
@@ -69,9 +73,14 @@ def render_header(ex: Explanation, console: Console) -> None:
 
     counts = to_json(ex)
     line = Text()
-    for label, key in (("graphs", "graph_count"), ("compiles", "compile_count"),
-                       ("recompiles", "recompile_count"), ("graph breaks", "graph_break_count"),
-                       ("distinct", "unique_graph_break_count"), ("failed frames", "failed_frame_count")):  # fmt: skip
+    for label, key in (
+        ("graphs", "graph_count"),
+        ("compiles", "compile_count"),
+        ("recompiles", "recompile_count"),
+        ("graph breaks", "graph_break_count"),
+        ("distinct", "unique_graph_break_count"),
+        ("failed frames", "failed_frame_count"),
+    ):
         value = counts[key]
         style = "bad" if value and key in ("graph_break_count", "failed_frame_count") else "count"
         line.append(f"{label} ", style="muted")
@@ -107,7 +116,9 @@ def render_program_status(ex: Explanation, console: Console) -> None:
     elif status == "usage":
         text.append(clean(st["message"]))
     else:
-        text.append(f"the recorder ended without a report (status {clean(status)}, exit code {st['exit_code']}).")
+        text.append(
+            f"the recorder ended without a report (status {clean(status)}, exit code {st['exit_code']})."
+        )
     console.print(text)
     console.print(Text("Everything recorded before that point is reported below.", style="muted"))
     if st.get("traceback"):
@@ -119,7 +130,12 @@ def render_program_status(ex: Explanation, console: Console) -> None:
 
 
 def render_failed_frames(frames: list[FailedFrame], console: Console) -> None:
-    console.print(Text(f"{len(frames)} frame(s) Dynamo gave up on entirely (they run in eager Python):", style="bad"))
+    console.print(
+        Text(
+            f"{len(frames)} frame(s) Dynamo gave up on entirely (they run in eager Python):",
+            style="bad",
+        )
+    )
     for f in frames:
         t = Text("  • ")
         t.append(clean(f.function), style="title")
@@ -146,13 +162,21 @@ def render_site(rank: int, site: BreakSite, ex: Explanation, console: Console, *
         where.append(f" in {clean(site.function)}", style="muted")
     console.print(where)
     last = site.user_stack[-1] if site.user_stack else None
-    console.print(Padding(excerpt(site.file, site.line, ex.model.sources, last.code if last else ""), (0, 0, 0, 3)))
+    console.print(
+        Padding(excerpt(site.file, site.line, ex.model.sources, last.code if last else ""), (0, 0, 0, 3))
+    )
     if site.entry_frame is not None:
         entry = Text("   reached from your code at ", style="warn")
         entry.append(location(site.entry_frame.file, site.entry_frame.line), style="loc")
         console.print(entry)
-        console.print(Padding(excerpt(site.entry_frame.file, site.entry_frame.line, ex.model.sources,
-                                      site.entry_frame.code), (0, 0, 0, 3)))  # fmt: skip
+        console.print(
+            Padding(
+                excerpt(
+                    site.entry_frame.file, site.entry_frame.line, ex.model.sources, site.entry_frame.code
+                ),
+                (0, 0, 0, 3),
+            )
+        )
     body = Table.grid(padding=(0, 2))
     body.add_column(style="muted", justify="right", no_wrap=True)
     body.add_column()

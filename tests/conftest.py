@@ -22,7 +22,9 @@ PROGRAMS = REPO / "fixtures" / "programs"
 SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
 
 
-def run_tcx(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+def run_tcx(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """`python -m tcx ARGS` from the repository root; returns the finished process."""
     full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **(env or {})}
     return subprocess.run(
@@ -66,7 +68,9 @@ def read_torch_trace(directory: Path) -> TorchTrace:
             text = "".join(payload)
             where = re.search(r"Graph break in user code at (.+):(\d+)", text)
             reason = text.split("Graph Break Reason:", 1)[1].strip().splitlines()[0]
-            out.break_sites.add((where.group(1) if where else None, where.group(2) if where else None, reason))
+            out.break_sites.add(
+                (where.group(1) if where else None, where.group(2) if where else None, reason)
+            )
 
     for line in logs[0].read_text().splitlines():
         if line.startswith("\t"):
@@ -79,7 +83,9 @@ def read_torch_trace(directory: Path) -> TorchTrace:
         md = json.loads(m.group(1))
         current, payload = md, []
         cid = (md.get("frame_id"), md.get("frame_compile_id"))
-        name = next(k for k in md if k not in ("frame_id", "frame_compile_id", "attempt", "has_payload", "stack"))
+        name = next(
+            k for k in md if k not in ("frame_id", "frame_compile_id", "attempt", "has_payload", "stack")
+        )
         out.events[name] += 1
         if name == "dynamo_start":
             out.compile_ids.add(cid)
@@ -101,7 +107,9 @@ def read_torch_trace(directory: Path) -> TorchTrace:
     return out
 
 
-def explain_with_trace(target: str, tmp_path: Path, *extra: str) -> tuple[dict, TorchTrace, subprocess.CompletedProcess]:
+def explain_with_trace(
+    target: str, tmp_path: Path, *extra: str
+) -> tuple[dict, TorchTrace, subprocess.CompletedProcess]:
     """Run `tcx explain --format json` with TORCH_TRACE set: tcx's view and torch's log of one run."""
     trace_dir = tmp_path / "torch_trace"
     proc = run_tcx("explain", target, "--format", "json", *extra, env={"TORCH_TRACE": str(trace_dir)})

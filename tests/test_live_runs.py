@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import PROGRAMS, explain_with_trace, run_tcx
 
 pytestmark = pytest.mark.torch
@@ -74,7 +73,12 @@ def test_bad_call_spec_is_a_usage_error(program):
 
 def test_call_spec_drives_the_function(program, tmp_path):
     doc, trace, proc = explain_with_trace(
-        program("seed_f.py") + ":f", tmp_path, "--call", "128x32,32x64,64", "--call", "32x32,32x64,64"
+        program("seed_f.py") + ":f",
+        tmp_path,
+        "--call",
+        "128x32,32x64,64",
+        "--call",
+        "32x32,32x64,64",
     )
     assert proc.returncode == 0, proc.stderr
     assert doc["graph_count"] == trace.graphs == 2
@@ -118,7 +122,13 @@ def test_save_then_show_renders_the_same_without_torch(program, tmp_path):
     save = tmp_path / "demo.tcx.gz"
     live = _json(run_tcx("explain", program("demo.py"), "--format", "json", "--save", str(save)))
     shown = _json(run_tcx("show", str(save), "--format", "json"))
-    for key in ("graph_count", "graph_break_count", "unique_graph_break_count", "compile_count", "recompile_count"):
+    for key in (
+        "graph_count",
+        "graph_break_count",
+        "unique_graph_break_count",
+        "compile_count",
+        "recompile_count",
+    ):
         assert shown[key] == live[key]
     assert [b["type"] for b in shown["graph_breaks"]] == [b["type"] for b in live["graph_breaks"]]
     text = run_tcx("show", str(save)).stdout
@@ -131,7 +141,9 @@ def test_check_budgets(program):
     assert "graph breaks" in over.stdout and "FAIL" in over.stdout
     within = run_tcx("check", program("clean_module.py"), "--max-graph-breaks", "0", "--max-recompiles", "0")
     assert within.returncode == 0, within.stdout + within.stderr
-    sarif = json.loads(run_tcx("check", program("demo.py"), "--max-graph-breaks", "0", "--format", "sarif").stdout)
+    sarif = json.loads(
+        run_tcx("check", program("demo.py"), "--max-graph-breaks", "0", "--format", "sarif").stdout
+    )
     assert sarif["version"] == "2.1.0"
     results = sarif["runs"][0]["results"]
     assert len(results) == 3

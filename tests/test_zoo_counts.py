@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import explain_with_trace
 
 pytestmark = pytest.mark.torch

@@ -18,6 +18,7 @@ from typing import Any
 
 from tcx.core.recording import RecordingWriter
 
+
 class TraceHandler(logging.Handler):
     """Streams every structured-trace record (metadata + payload) into the recording."""
 
@@ -52,9 +53,13 @@ def main(argv: list[str]) -> int:
     writer = RecordingWriter(spec["recording"])
     try:
         exit_event = run(spec, writer)
-    except BaseException as exc:  # noqa: BLE001 - the recorder must report, never die silently
-        exit_event = {"status": "tcx_error", "exc_type": type(exc).__name__,
-                      "message": str(exc), "traceback": traceback.format_exc()}  # fmt: skip
+    except BaseException as exc:
+        exit_event = {
+            "status": "tcx_error",
+            "exc_type": type(exc).__name__,
+            "message": str(exc),
+            "traceback": traceback.format_exc(),
+        }
     writer.write("program_exit", **exit_event)
     writer.close()
     sys.stdout.flush()
@@ -64,13 +69,15 @@ def main(argv: list[str]) -> int:
 
 def run(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]:
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError as exc:
         return {"status": "setup", "message": f"torch cannot be imported: {exc}"}
     from tcx.core.recorder import compat
     from tcx.core.recorder.program import drop_recorder_frames, run_program
 
-    warnings.filterwarnings("ignore", message=".*force disabled by torch.compiler.config.force_disable_caches")
+    warnings.filterwarnings(
+        "ignore", message=".*force disabled by torch.compiler.config.force_disable_caches"
+    )
     features = {
         "caches_disabled": compat.disable_compile_caches(),
         "structured_trace": compat.attach_trace_handler(TraceHandler(writer)),
@@ -79,10 +86,12 @@ def run(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]:
             lambda ev: writer.write("graph_break", **drop_recorder_frames(ev))
         ),
         "backend_override": compat.override_compile(
-            spec.get("backend"), spec.get("dynamic"), spec.get("mode"),
+            spec.get("backend"),
+            spec.get("dynamic"),
+            spec.get("mode"),
             lambda ev: writer.write("compile_call", **ev),
         ),
-    }  # fmt: skip
+    }
     writer.write(
         "run_start",
         torch_version=compat.TORCH_VERSION,

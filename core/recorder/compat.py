@@ -83,7 +83,12 @@ def current_compile_id() -> tuple[str | None, int | None]:
 
 
 def _frame_dict(fs: Any) -> dict[str, Any]:
-    return {"file": fs.filename, "line": fs.lineno, "name": fs.name, "code": (fs.line or "").strip()}
+    return {
+        "file": fs.filename,
+        "line": fs.lineno,
+        "name": fs.name,
+        "code": (fs.line or "").strip(),
+    }
 
 
 def install_graph_break_hook(on_break: Callable[[dict[str, Any]], None]) -> str | None:
@@ -148,7 +153,7 @@ def override_compile(
     original = torch.compile
 
     @functools.wraps(original)
-    def compile(model: Any = None, **kwargs: Any) -> Any:  # noqa: A001 - mirrors torch.compile
+    def compile(model: Any = None, **kwargs: Any) -> Any:
         asked = {k: _short(v) for k, v in kwargs.items()}
         if backend is not None:
             kwargs["backend"] = backend
@@ -159,8 +164,7 @@ def override_compile(
             kwargs["mode"] = mode
         if dynamic is not None:
             kwargs["dynamic"] = dynamic
-        on_call({"asked": asked, "used": {k: _short(v) for k, v in kwargs.items()},
-                 "target": _short(model)})  # fmt: skip
+        on_call({"asked": asked, "used": {k: _short(v) for k, v in kwargs.items()}, "target": _short(model)})
         return original(model, **kwargs) if model is not None else original(**kwargs)
 
     torch.compile = compile

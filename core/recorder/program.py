@@ -9,12 +9,12 @@ import runpy
 import sys
 import traceback
 import types
+from pathlib import Path
 from typing import Any
 
 import torch
-
-from tcx.core.recorder import compat
 from tcx.core.frames import is_recorder_frame
+from tcx.core.recorder import compat
 from tcx.core.recording import RecordingWriter
 
 EXAMPLES_HOOK = "tcx_calls"
@@ -66,14 +66,27 @@ def run_program(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]
         code = exc.code
         if code is None or code == 0:
             return {"status": "ok", "exit_code": 0}
-        return {"status": "exit", "exit_code": code if isinstance(code, int) else 1,
-                "message": "" if isinstance(code, int) else str(code)}  # fmt: skip
+        return {
+            "status": "exit",
+            "exit_code": code if isinstance(code, int) else 1,
+            "message": "" if isinstance(code, int) else str(code),
+        }
     except SyntaxError as exc:
-        return {"status": "syntax", "exc_type": "SyntaxError", "message": str(exc),
-                "file": exc.filename, "line": exc.lineno, "traceback": user_traceback(exc)}  # fmt: skip
-    except BaseException as exc:  # noqa: BLE001 - the program's failure is data to report
-        return {"status": "exception", "exc_type": type(exc).__name__, "message": str(exc)[:4000],
-                "traceback": user_traceback(exc)}  # fmt: skip
+        return {
+            "status": "syntax",
+            "exc_type": "SyntaxError",
+            "message": str(exc),
+            "file": exc.filename,
+            "line": exc.lineno,
+            "traceback": user_traceback(exc),
+        }
+    except BaseException as exc:
+        return {
+            "status": "exception",
+            "exc_type": type(exc).__name__,
+            "message": str(exc)[:4000],
+            "traceback": user_traceback(exc),
+        }
     return {"status": "ok", "exit_code": 0}
 
 
@@ -82,7 +95,7 @@ def _module_has_examples(spec: dict[str, Any]) -> bool:
     script = spec.get("script")
     if script:
         try:
-            tree = ast.parse(open(script, encoding="utf-8").read())
+            tree = ast.parse(Path(script).read_text(encoding="utf-8"))
         except (OSError, SyntaxError, ValueError):
             return False
         return any(
@@ -107,7 +120,9 @@ def _load_namespace(script: str | None, module: str | None) -> dict[str, Any]:
         mod: types.ModuleType = importlib.import_module(module or "")
     except ModuleNotFoundError as exc:
         if exc.name and (module or "").startswith(exc.name):
-            raise TargetUsageError(f"no module named {module!r} (looked in the current directory and sys.path).") from None
+            raise TargetUsageError(
+                f"no module named {module!r} (looked in the current directory and sys.path)."
+            ) from None
         raise
     return vars(mod)
 
@@ -122,9 +137,12 @@ def _call_function(
     fn = namespace.get(function)
     if fn is None or not callable(fn):
         callables = sorted(
-            k for k, v in namespace.items()
-            if callable(v) and not k.startswith("_") and getattr(v, "__module__", None) == namespace.get("__name__")
-        )  # fmt: skip
+            k
+            for k, v in namespace.items()
+            if callable(v)
+            and not k.startswith("_")
+            and getattr(v, "__module__", None) == namespace.get("__name__")
+        )
         known = ", ".join(callables) or "none"
         raise TargetUsageError(f"no function {function!r} in the target (functions defined there: {known}).")
     examples = _examples(namespace, calls, function)
@@ -132,8 +150,13 @@ def _call_function(
         fn = torch.compile(fn)
     for index, call in enumerate(examples):
         args, kwargs = _split(call)
-        writer.write("call", index=index, function=function, args=[_describe(a) for a in args],
-                     kwargs={k: _describe(v) for k, v in kwargs.items()})  # fmt: skip
+        writer.write(
+            "call",
+            index=index,
+            function=function,
+            args=[_describe(a) for a in args],
+            kwargs={k: _describe(v) for k, v in kwargs.items()},
+        )
         out = fn(*args, **kwargs)
         if backward is not False:
             _maybe_backward(out)
