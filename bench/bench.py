@@ -34,7 +34,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -271,13 +271,54 @@ def recording_overhead(runs: int, backend: str, workdir: Path) -> dict[str, Any]
         fresh_cache=True,
     )
     measure([tcx, plain], runs)
-    return comparison(
+    result = comparison(
         "recording overhead",
         f"seed_f.py (4 calls fwd+bwd): tcx explain vs plain run, both backend={backend}",
         tcx,
         plain,
         GOAL_OVERHEAD_RATIO,
     )
+    result["breakdown"] = overhead_breakdown(tcx, workdir, runs)
+    return result
+
+
+def overhead_breakdown(tcx: Command, workdir: Path, runs: int) -> dict[str, Any]:
+    """Where tcx's extra time goes: one more run with --save, split into child and parent.
+
+    The recording's `outcome` event holds the child's wall time (start-up, torch import,
+    the program under the recorder hooks); the rest of the total is the parent: its own
+    start-up, then loading, analysing and rendering the recording. `tcx show` of the saved
+    recording times that last part alone.
+    """
+    saved = workdir / "overhead.tcx"
+    total = run_once(replace(tcx, label=tcx.label + " --save", argv=[*tcx.argv, "--save", str(saved)]))
+    child = outcome_wall(saved)
+    show = Command("tcx show --format json", [*tcx_argv(), "show", str(saved), "--format", "json"])
+    measure([show], max(runs, MIN_CHEAP_RUNS), quiet=True)
+    return {
+        "total_wall_s": round(total.wall_s, 4),
+        "child_wall_s": child,
+        "parent_wall_s": None if child is None else round(total.wall_s - child, 4),
+        "show_wall_s": round(show.median_wall(), 4),
+    }
+
+
+def outcome_wall(recording: Path) -> float | None:
+    """The child's wall time as the parent wrote it into the recording's `outcome` event."""
+    try:
+        lines = recording.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if '"outcome"' not in line:
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if event.get("kind") == "outcome" and isinstance(event.get("wall_s"), (int, float)):
+            return float(event["wall_s"])
+    return None
 
 
 def comparison(name: str, what: str, tcx: Command, plain: Command, goal: float) -> dict[str, Any]:
@@ -387,10 +428,7 @@ def table(results: dict[str, Any]) -> str:
         )
     )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in rows
-    ]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -405,6 +443,13 @@ def footnotes(results: dict[str, Any]) -> str:
                 f"    tcx       {res['tcx']['label']}: {spread(res['tcx'])}\n"
                 f"    reference {res['reference']['label']}: {spread(res['reference'])}"
             )
+    bd = (results.get("recording_overhead") or {}).get("breakdown")
+    if bd and bd["child_wall_s"] is not None:
+        notes.append(
+            f"    breakdown (one extra run with --save): {bd['total_wall_s']:.2f} s total = "
+            f"child {bd['child_wall_s']:.2f} s + parent {bd['parent_wall_s']:.2f} s; "
+            f"`tcx show` of that recording alone: {bd['show_wall_s']:.2f} s"
+        )
     env = results["environment"]
     notes.append(
         f"median of {results['runs']} run(s) (start-up rows: {results['help']['runs']}); "
@@ -463,9 +508,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="skip 'explain vs program' (its plain side compiles C++ with Inductor: slow)",
     )
-    parser.add_argument(
-        "--output", type=Path, default=RESULTS / "latest.json", help="where the JSON goes"
-    )
+    parser.add_argument("--output", type=Path, default=RESULTS / "latest.json", help="where the JSON goes")
     args = parser.parse_args(argv)
     if args.quick:
         args.runs = 1

@@ -135,7 +135,10 @@ def show(**params: Any) -> None:
     from tcx.core.targets import FileTarget, resolve_target
     from tcx.renderers.explain_terminal import render_explain
 
-    if not isinstance(resolve_target(params["recording"]), FileTarget):
+    target = resolve_target(params["recording"])
+    if not isinstance(target, FileTarget):
+        if target.module and not target.function:  # a dotted name that is no file: show never imports
+            raise UsageError(f"no such file: {params['recording']!r}.")
         raise UsageError(
             f"`tcx show` renders a saved recording or a log; {params['recording']!r} is a program. "
             "Use `tcx explain` to run it."

@@ -25,6 +25,8 @@ _GB_URL = re.compile(r"/gb/(gb\d+)\.html", re.I)
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>.+)$')
 _NESTED = "*** While handling this graph break, another graph break occurred: ***"
 _SKIP_PREAMBLE = "Failed to handle graph break gracefully."
+# Lines torch puts before the break type when the break happened inside a call it traced.
+_PREAMBLES = ("Encountered graph break when attempting to trace",)
 
 
 @dataclass
@@ -69,12 +71,12 @@ def parse_graph_break(text: str) -> ParsedBreak:
 
 
 def _parse_section(chunk: str) -> BreakSection:
-    lines = chunk.strip("\n").splitlines()
-    head = next((ln.strip() for ln in lines if ln.strip()), "unknown graph break")
-    section = BreakSection(gb_type=head)
+    lines = [ln for ln in chunk.strip("\n").splitlines() if not ln.strip().startswith(_PREAMBLES)]
+    start = next((i for i, ln in enumerate(lines) if ln.strip()), len(lines))
+    section = BreakSection(gb_type=lines[start].strip() if start < len(lines) else "unknown graph break")
     current: list[str] | None = None
     explanation: list[str] = []
-    for raw in lines[1:]:
+    for raw in lines[start + 1 :]:
         stripped = raw.strip()
         if stripped.startswith("Explanation:"):
             current = explanation

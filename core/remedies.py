@@ -60,9 +60,15 @@ REMEDIES: list[tuple[tuple[str, ...], str]] = [
         "with @torch.compiler.disable (one clean break), or call it outside the compiled region.",
     ),
     (
-        ("Unsupported context manager", "try", "exception"),
-        "Dynamo cannot resume inside this block: move the try/with out of the compiled function or "
-        "split the body into smaller functions.",
+        ("logging.Logger", "logging function"),
+        "A logging call inside the compiled code: add that logger method to "
+        "torch._dynamo.config.ignore_logging_functions (e.g. logger.warning_once), or avoid the option "
+        "that makes the library log here (for transformers' output_attentions: attn_implementation='eager').",
+    ),
+    (
+        ("Unsupported context manager",),
+        "Dynamo cannot trace this `with` block: move it out of the compiled function, or mark the "
+        "function that enters it with @torch.compiler.disable so the rest of the model still compiles.",
     ),
 ]
 

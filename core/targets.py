@@ -5,6 +5,7 @@ Torch-free: this runs before anything decides whether torch is needed at all.
 
 from __future__ import annotations
 
+import gzip
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,7 @@ from tcx.core.errors import UsageError
 
 _DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 RECORDING_SUFFIXES = (".tcx", ".tcxrec", ".tcx.gz")
+_HEADER = b'{"kind": "header", "format": "tcx-recording"'
 
 
 @dataclass(frozen=True)
@@ -49,10 +51,13 @@ def _looks_like_recording(path: Path) -> bool:
         return True
     try:
         with path.open("rb") as fh:
-            head = fh.read(64)
-    except OSError:
+            head = fh.read(len(_HEADER))
+        if head.startswith(b"\x1f\x8b"):  # gzip: a saved recording or a compressed TORCH_TRACE log
+            with gzip.open(path, "rb") as fh:
+                head = fh.read(len(_HEADER))
+    except (OSError, EOFError):
         return False
-    return head.startswith(b'{"kind": "header", "format": "tcx-recording"') or head.startswith(b"\x1f\x8b")
+    return head.startswith(_HEADER)
 
 
 def resolve_target(text: str) -> Target:
@@ -76,7 +81,7 @@ def resolve_target(text: str) -> Target:
     if path.is_file():
         kind = "recording" if _looks_like_recording(path) else "trace"
         return FileTarget(path=str(path.resolve()), kind=kind)
-    if _DOTTED.match(text) and "." in text:
+    if _DOTTED.match(text) and "." in text and not text.endswith(RECORDING_SUFFIXES):
         return ProgramTarget(script=None, module=text, function=None)
     raise UsageError(
         f"no such file: {text!r}.", hint="Give a .py script, module:function, a recording or a log."

@@ -9,6 +9,7 @@ lines are reported with file and line and the rest is still read.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -44,7 +45,7 @@ def load_trace(path: str | Path) -> Recording:
     for ev in events:
         tv = ev["md"].get("artifact", {}) if isinstance(ev["md"].get("artifact"), dict) else {}
         if tv.get("name") == "torch_version" and ev.get("payload"):
-            torch_version = ev["payload"].strip()
+            torch_version = _torch_version(ev["payload"])
     header = {
         "format": "torch-trace",
         "target": str(path),
@@ -52,6 +53,26 @@ def load_trace(path: str | Path) -> Recording:
         "torch_version": torch_version,
     }
     return Recording(header=header, events=events, problems=problems, source=str(path))
+
+
+def _torch_version(payload: str) -> str:
+    """torch 2.13+ writes {"pytorch_version": ..., "commit": ...}; older builds wrote the bare version."""
+    try:
+        value = json.loads(payload)
+    except ValueError:
+        return payload.strip()
+    if isinstance(value, dict):
+        return str(value.get("pytorch_version") or payload.strip())
+    return str(value).strip()
+
+
+def _payload_intact(payload: str, md: dict) -> bool:
+    """Check a payload against the md5 torch put in `has_payload` (the last newline is the record's)."""
+    md5 = md.get("has_payload")
+    if not (isinstance(md5, str) and len(md5) == 32):
+        return True
+    text = payload[:-1] if payload.endswith("\n") else payload
+    return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest() == md5
 
 
 def _log_files(path: Path) -> list[Path]:
@@ -85,6 +106,9 @@ def _read_file(file: Path, rank: int | None) -> tuple[list[dict], list[str]]:
             current["payload"] = (
                 "".join(payload) if current["md"].get("has_payload") is not None or payload else None
             )
+            if current["payload"] is not None and not _payload_intact(current["payload"], current["md"]):
+                line = current["source_line"]
+                problems.append(f"{file.name}:{line}: payload does not match its checksum (corrupted?)")
             events.append(current)
 
     try:

@@ -164,9 +164,9 @@ def github(result: CheckResult) -> str:
     lines = []
     level = "error" if result.failed else "warning"
     for site in result.explanation.sites:
-        title = f"graph break: {site.gb_type}"
+        title = clean(f"graph break: {site.gb_type}")
         lines.append(
-            f"::{level} file={_gh_escape(_uri(site.file), True)},line={site.line or 1},"
+            f"::{level} file={_gh_escape(clean(_uri(site.file)), True)},line={site.line or 1},"
             f"title={_gh_escape(title, True)}::{_gh_escape(clean(_message(site)))}"
         )
     for v in result.failed:

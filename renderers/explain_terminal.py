@@ -25,7 +25,8 @@ def short_path(path: str | None) -> str:
 
 
 def location(file: str | None, line: int | None) -> str:
-    return f"{short_path(file)}:{line}" if line is not None else short_path(file)
+    """`path:line` for display; file names come from programs and logs, so control characters are escaped."""
+    return clean(f"{short_path(file)}:{line}" if line is not None else short_path(file))
 
 
 def render_explain(ex: Explanation, console: Console, *, max_stack: int = 6) -> None:

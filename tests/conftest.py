@@ -67,7 +67,9 @@ def read_torch_trace(directory: Path) -> TorchTrace:
         if current and current.get("artifact", {}).get("name") == "dynamo_graph_break_reason":
             text = "".join(payload)
             where = re.search(r"Graph break in user code at (.+):(\d+)", text)
-            reason = text.split("Graph Break Reason:", 1)[1].strip().splitlines()[0]
+            reason_lines = text.split("Graph Break Reason:", 1)[1].splitlines()
+            skip = ("Encountered graph break when attempting", "Failed to handle graph break gracefully")
+            reason = next(ln.strip() for ln in reason_lines if ln.strip() and not ln.strip().startswith(skip))
             out.break_sites.add(
                 (where.group(1) if where else None, where.group(2) if where else None, reason)
             )

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from conftest import explain_with_trace
+from conftest import explain_with_trace, run_tcx
 
 pytestmark = pytest.mark.torch
 
@@ -18,6 +20,7 @@ ZOO = [
     "library_break.py",
     "clean_module.py",
     "demo.py",
+    "models/tiny_llama.py",
 ]
 
 
@@ -36,6 +39,19 @@ def test_counts_equal_torch_trace(name, program, tmp_path):
     for brk in doc["graph_breaks"]:
         assert brk["file"] and brk["line"], brk
         assert brk["user_stack"][-1]["line"] == brk["line"]
+    # The same run read back from torch's own log (text only, no typed hook) agrees.
+    offline = run_tcx("show", str(tmp_path / "torch_trace"), "--format", "json")
+    assert offline.returncode == 0, offline.stderr
+    from_log = json.loads(offline.stdout)
+    for key in ("graph_count", "graph_break_count", "unique_graph_break_count", "compile_count"):
+        assert from_log[key] == doc[key], key
+    assert _sites(from_log) == _sites(doc)
+
+
+def _sites(doc: dict) -> list[tuple]:
+    return sorted(
+        (b["type"], b["gb_id"], b["file"], b["line"], b["occurrences"]) for b in doc["graph_breaks"]
+    )
 
 
 def _only_break(doc: dict) -> dict:
@@ -108,3 +124,14 @@ def test_seed_function_recompiles(program, tmp_path):
     doc, trace, _ = explain_with_trace(program("seed_f.py"), tmp_path)
     assert doc["graph_break_count"] == 0
     assert doc["recompile_count"] == trace.recompiles == 2
+
+
+def test_transformers_model_breaks_and_is_explained(program, tmp_path):
+    doc, trace, _ = explain_with_trace(program("models/tiny_llama.py"), tmp_path)
+    assert doc["graph_break_count"] == trace.graph_breaks > 0
+    assert doc["failed_frame_count"] == len(trace.failed)
+    assert all(b["suggestion"] for b in doc["graph_breaks"])
+    library = [b for b in doc["graph_breaks"] if b["in_library"]]
+    assert library, "the breaks happen inside transformers"
+    for brk in library:
+        assert brk["entered_from"]["file"].endswith("tiny_llama.py")
