@@ -16,7 +16,11 @@ Measurements:
    imports torch (it must not).
 3. Recording overhead at equal backend: `tcx explain PROGRAM --backend B` against the
    program run through a small wrapper that forces the same backend onto torch.compile
-   and disables caches the way tcx's recorder does.
+   and disables caches the way tcx's recorder does. One extra `--save` run splits tcx's
+   time into the recorder child and the parent (start-up, analysis, rendering).
+
+Flags: `--runs N` (default 3), `--quick` (one run), `--skip-inductor` (skip the slow
+measurement 1), `--backend B` (measurement 3), `--output FILE`.
 """
 
 from __future__ import annotations

@@ -161,7 +161,9 @@ def _region(b: GraphBreak, compiles: dict[str, Compile]) -> dict[str, Any]:
         return region
     line = _line_in_frame(b, frame_name)
     if frame_name and line is not None:
-        name = f"torch_dynamo_resume_in_{frame_name}_at_{line}"
+        # A resume function's own resume function is named after the original function.
+        base = resume_target(comp)[0] if comp and comp.is_resume else frame_name
+        name = f"torch_dynamo_resume_in_{base}_at_{line}"
         region["resume_function"] = name
         hits = [c.compile_id for c in compiles.values() if c.co_name == name]
         region["resumed_in"] = hits[0] if hits else None
@@ -169,8 +171,10 @@ def _region(b: GraphBreak, compiles: dict[str, Compile]) -> dict[str, Any]:
 
 
 def _line_in_frame(b: GraphBreak, frame_name: str | None) -> int | None:
+    m = resume_target(Compile(compile_id="", co_name=frame_name))
+    names = {frame_name, m[0]} if m else {frame_name}
     for fr in reversed(b.user_stack):
-        if fr.name == frame_name:
+        if fr.name in names:
             return fr.line
     return b.line
 
