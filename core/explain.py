@@ -73,7 +73,11 @@ def explain(model: RunModel, function: str | None = None) -> Explanation:
         compiles = _compiles_of(model, function)
         breaks = [b for b in breaks if b.compile_id in compiles or _passes_through(b, function)]
     sites = _sites(breaks, compiles)
-    failed = [_failed_frame(c) for c in compiles.values() if c.failed]
+    failed = [
+        _failed_frame(c, [b for b in breaks if b.compile_id == c.compile_id])
+        for c in compiles.values()
+        if c.failed
+    ]
     names = []
     for c in compiles.values():
         name = c.display_name
@@ -179,17 +183,21 @@ def _line_in_frame(b: GraphBreak, frame_name: str | None) -> int | None:
     return b.line
 
 
-def _failed_frame(c: Compile) -> FailedFrame:
+def _failed_frame(c: Compile, breaks: list[GraphBreak]) -> FailedFrame:
     reason = c.fail_reason or c.fail_type or ""
     head = reason.strip().splitlines()[0] if reason.strip() else (c.fail_type or "")
+    skipped = next((b for b in breaks if b.frame_skipped), None)
     if "recompile limit" in reason or "cache_size_limit" in reason:
         kind = "recompile limit reached"
     elif "graph break in loop" in reason or "for/while loop" in reason:
         kind = "graph break inside a loop"
     elif "generator" in reason.lower():
         kind = "graph break inside a generator"
-    elif "Failed to handle graph break gracefully" in reason or "Skipping the function" in reason:
-        kind = "graph break Dynamo could not resume from (try/with block or similar)"
+    elif skipped is not None:
+        kind = (
+            f"Dynamo cannot resume after the graph break at line {skipped.line} "
+            f"({skipped.gb_type}): it is inside a try/with block or similar"
+        )
     else:
         kind = head
     last = c.stack[-1] if c.stack else None

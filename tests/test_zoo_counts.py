@@ -20,6 +20,7 @@ ZOO = [
     "library_break.py",
     "clean_module.py",
     "demo.py",
+    "try_block.py",
     "models/tiny_llama.py",
 ]
 
@@ -135,3 +136,11 @@ def test_transformers_model_breaks_and_is_explained(program, tmp_path):
     assert library, "the breaks happen inside transformers"
     for brk in library:
         assert brk["entered_from"]["file"].endswith("tiny_llama.py")
+
+
+def test_try_block_frame_is_reported_as_given_up(program, tmp_path):
+    doc, trace, _ = explain_with_trace(program("try_block.py"), tmp_path)
+    assert doc["failed_frame_count"] == len(trace.failed) == 1
+    [failed] = doc["failed_frames"]
+    assert failed["function"] == "guarded"
+    assert doc["graph_breaks"][0]["frame_skipped"] is True
