@@ -49,10 +49,12 @@ def _console(params: dict[str, Any]) -> Any:
     return make_console(color=color, width=params.get("width"))
 
 
-def _load(params: dict[str, Any], default_backend: str | None, reason: str) -> Any:
+def _load(
+    params: dict[str, Any], default_backend: str | None, reason: str, capture: tuple[str, ...] = ()
+) -> Any:
     from tcx.cli.session import load
 
-    opts = build_run_options(params, default_backend, reason)
+    opts = build_run_options(params, default_backend, reason, capture)
     return load(params["target"], opts)
 
 
@@ -160,6 +162,13 @@ def _saved_note(loaded: Any) -> None:
 def _finish(model: Any) -> None:
     if _target_failed(model):
         sys.exit(EXIT_TARGET)
+
+
+# Views with their own module (cli/cmd_*.py) register here; each module imports only click
+# at import time so `tcx --help` stays fast.
+for _module in ():
+    _cmd = __import__(f"tcx.cli.{_module}", fromlist=["command"]).command
+    cli.add_command(_cmd)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -87,7 +87,9 @@ def render_options(formats: tuple[str, ...]) -> Callable[[Callable[..., Any]], C
     return wrap
 
 
-def build_run_options(params: dict[str, Any], default_backend: str | None, reason: str) -> Any:
+def build_run_options(
+    params: dict[str, Any], default_backend: str | None, reason: str, capture: tuple[str, ...] = ()
+) -> Any:
     from tcx.core.callspec import parse_call_spec, spec_to_json
     from tcx.core.driver import RunOptions
 
@@ -104,4 +106,5 @@ def build_run_options(params: dict[str, Any], default_backend: str | None, reaso
         show_output=bool(params.get("show_output")),
         backward=False if params.get("no_backward") else None,
         save=params.get("save"),
+        capture=list(capture),
     )

@@ -40,6 +40,7 @@ class RunOptions:
     show_output: bool = False
     backward: bool | None = None
     save: str | None = None
+    capture: list[str] = field(default_factory=list)  # optional captures (core/recorder/captures.py)
 
 
 @dataclass
@@ -78,6 +79,7 @@ def record(target: ProgramTarget, opts: RunOptions) -> LiveRun:
         "dynamic": opts.dynamic,
         "mode": opts.mode,
         "backward": opts.backward,
+        "capture": opts.capture,
     }
     output_path = workdir / "output.txt"
     started = time.monotonic()

@@ -73,6 +73,7 @@ def run(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]:
     except ImportError as exc:
         return {"status": "setup", "message": f"torch cannot be imported: {exc}"}
     from tcx.core.recorder import compat
+    from tcx.core.recorder.captures import install_captures
     from tcx.core.recorder.program import drop_recorder_frames, run_program
 
     warnings.filterwarnings(
@@ -92,6 +93,7 @@ def run(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]:
             lambda ev: writer.write("compile_call", **ev),
         ),
     }
+    features.update(install_captures(spec.get("capture") or [], writer))
     writer.write(
         "run_start",
         torch_version=compat.TORCH_VERSION,

@@ -1,0 +1,38 @@
+"""Optional captures a view asks for, on top of the always-on ones (structured trace, breaks).
+
+A view names what it needs (`RunOptions.capture`); the child installs only those, so
+`tcx explain` stays as cheap as a plain run. Each installer takes the RecordingWriter and
+returns None when installed or a one-line reason when this torch cannot provide it;
+the reason is recorded in `run_start.features` and shown in the report header.
+
+Installers live in the compatibility layer (core/recorder/compat*.py): this table only
+maps names to them, importing lazily.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from tcx.core.recording import RecordingWriter
+
+Installer = Callable[[RecordingWriter], "str | None"]
+
+# capture name -> "module:function" in the compatibility layer
+CAPTURES: dict[str, str] = {}
+
+
+def install_captures(names: list[str], writer: RecordingWriter) -> dict[str, str | None]:
+    status: dict[str, str | None] = {}
+    for name in dict.fromkeys(names):
+        target = CAPTURES.get(name)
+        if target is None:
+            status[name] = f"unknown capture {name!r} (this tcx does not provide it)"
+            continue
+        module, _, func = target.partition(":")
+        installer: Installer = getattr(importlib.import_module(module), func)
+        try:
+            status[name] = installer(writer)
+        except Exception as exc:  # a capture that cannot install degrades its view only
+            status[name] = f"{name} could not be installed: {type(exc).__name__}: {exc}"
+    return status
