@@ -12,10 +12,11 @@ import traceback
 from typing import Any
 
 import click
-from tcx.cli.options import DYNAMO_ONLY_REASON, build_run_options, render_options, run_options
-from tcx.core.errors import EXIT_INTERNAL, EXIT_OK, EXIT_TARGET, EXIT_USAGE, TcxError
 
 from tcx import __version__
+from tcx.cli import common
+from tcx.cli.options import DYNAMO_ONLY_REASON, render_options, run_options
+from tcx.core.errors import EXIT_INTERNAL, EXIT_OK, EXIT_TARGET, EXIT_USAGE, TcxError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -42,34 +43,6 @@ def cli() -> None:
     """
 
 
-def _console(params: dict[str, Any]) -> Any:
-    from tcx.renderers.console import make_console
-
-    color = not (params.get("no_color") or os.environ.get("NO_COLOR"))
-    return make_console(color=color, width=params.get("width"))
-
-
-def _load(
-    params: dict[str, Any], default_backend: str | None, reason: str, capture: tuple[str, ...] = ()
-) -> Any:
-    from tcx.cli.session import load
-
-    opts = build_run_options(params, default_backend, reason, capture)
-    return load(params["target"], opts)
-
-
-def _target_failed(model: Any) -> bool:
-    from tcx.core.explain import program_status
-
-    return program_status(model)["status"] not in ("ok", "not recorded")
-
-
-def _emit_json(doc: dict[str, Any]) -> None:
-    import json
-
-    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-
-
 @cli.command(epilog=EPILOG)
 @run_options
 @render_options(("text", "json"))
@@ -79,14 +52,14 @@ def explain(**params: Any) -> None:
     from tcx.core.explain import to_json
     from tcx.renderers.explain_terminal import render_explain
 
-    loaded = _load(params, "eager", DYNAMO_ONLY_REASON)
+    loaded = common.load(params, "eager", DYNAMO_ONLY_REASON)
     ex = build(loaded.model, loaded.function)
     if params["fmt"] == "json":
-        _emit_json(to_json(ex))
+        common.emit_json(to_json(ex))
     else:
-        render_explain(ex, _console(params))
-        _saved_note(loaded)
-    _finish(loaded.model)
+        render_explain(ex, common.console(params))
+        common.saved_note(loaded)
+    common.finish(loaded.model)
 
 
 @cli.command(epilog=EPILOG)
@@ -118,10 +91,10 @@ def check(**params: Any) -> None:
     from tcx.renderers.check_output import render_check
 
     budgets = budgets_from(params)
-    loaded = _load(params, "eager", DYNAMO_ONLY_REASON)
+    loaded = common.load(params, "eager", DYNAMO_ONLY_REASON)
     result = evaluate(build(loaded.model, loaded.function), budgets)
-    render_check(result, params["fmt"], _console(params))
-    if _target_failed(loaded.model):
+    render_check(result, params["fmt"], common.console(params))
+    if common.target_failed(loaded.model):
         sys.exit(EXIT_TARGET)
     sys.exit(result.exit_code)
 
@@ -146,22 +119,12 @@ def show(**params: Any) -> None:
             "Use `tcx explain` to run it."
         )
     params["target"] = params["recording"]
-    loaded = _load(params, None, "")
+    loaded = common.load(params, None, "")
     ex = build(loaded.model)
     if params["fmt"] == "json":
-        _emit_json(to_json(ex))
+        common.emit_json(to_json(ex))
     else:
-        render_explain(ex, _console(params))
-
-
-def _saved_note(loaded: Any) -> None:
-    if loaded.saved_to:
-        click.echo(f"recording saved to {loaded.saved_to} (tcx show {loaded.saved_to})", err=True)
-
-
-def _finish(model: Any) -> None:
-    if _target_failed(model):
-        sys.exit(EXIT_TARGET)
+        render_explain(ex, common.console(params))
 
 
 # Views with their own module (cli/cmd_*.py) register here; each module imports only click

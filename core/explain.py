@@ -8,10 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcx import __version__
 from tcx.core.analysis import Compile, Frame, GraphBreak, RunModel, resume_target
 from tcx.core.remedies import remedy_for
-
-from tcx import __version__
 
 SCHEMA = "tcx.explain/1"
 

@@ -30,9 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from tcx.core.errors import InputError
-
 from tcx import __version__
+from tcx.core.errors import InputError
 
 FORMAT_NAME = "tcx-recording"
 FORMAT_VERSION = 1

@@ -11,12 +11,12 @@ from typing import Any
 
 from rich.console import Console
 from rich.text import Text
+
+from tcx import __version__
 from tcx.core.check import CheckResult
 from tcx.core.explain import BreakSite
 from tcx.renderers.explain_terminal import location
 from tcx.renderers.safe import clean
-
-from tcx import __version__
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 

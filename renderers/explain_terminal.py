@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
+
 from tcx.core.analysis import Frame
 from tcx.core.explain import BreakSite, Explanation, FailedFrame, backend_info, program_status
 from tcx.renderers.safe import clean

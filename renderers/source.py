@@ -6,6 +6,7 @@ import linecache
 
 from rich.syntax import Syntax
 from rich.text import Text
+
 from tcx.renderers.safe import clean
 
 CONTEXT = 2

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+
 from tcx.core.frames import is_recorder_frame
 from tcx.core.recorder import compat
 from tcx.core.recording import RecordingWriter

@@ -1,0 +1,53 @@
+"""Helpers every view command shares: load the target, make the console, print JSON, exit codes.
+
+Imported lazily by commands (never at `tcx --help` time).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import click
+
+from tcx.cli.options import build_run_options
+from tcx.core.errors import EXIT_TARGET
+
+
+def console(params: dict[str, Any]) -> Any:
+    from tcx.renderers.console import make_console
+
+    color = not (params.get("no_color") or os.environ.get("NO_COLOR"))
+    return make_console(color=color, width=params.get("width"))
+
+
+def load(
+    params: dict[str, Any], default_backend: str | None, reason: str, capture: tuple[str, ...] = ()
+) -> Any:
+    from tcx.cli.session import load as load_target
+
+    opts = build_run_options(params, default_backend, reason, capture)
+    return load_target(params["target"], opts)
+
+
+def target_failed(model: Any) -> bool:
+    from tcx.core.explain import program_status
+
+    return program_status(model)["status"] not in ("ok", "not recorded")
+
+
+def emit_json(doc: dict[str, Any]) -> None:
+    import json
+
+    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+
+
+def saved_note(loaded: Any) -> None:
+    if loaded.saved_to:
+        click.echo(f"recording saved to {loaded.saved_to} (tcx show {loaded.saved_to})", err=True)
+
+
+def finish(model: Any) -> None:
+    if target_failed(model):
+        sys.exit(EXIT_TARGET)
