@@ -83,6 +83,13 @@ def explain(**params: Any) -> None:
     metavar="N",
     help="Budget for frames Dynamo gave up on.",
 )
+@click.option(
+    "--max-rank-divergence",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Budget for compile ids where ranks of a multi-rank log differ.",
+)
 @render_options(("text", "json", "sarif", "github"))
 def check(**params: Any) -> None:
     """Fail (exit 1) when TARGET exceeds a budget: a CI gate on graph breaks and recompiles."""
@@ -129,7 +136,7 @@ def show(**params: Any) -> None:
 
 # Views with their own module (cli/cmd_*.py) register here; each module imports only click
 # at import time so `tcx --help` stays fast.
-for _module in ():
+for _module in ("cmd_record",):
     _cmd = __import__(f"tcx.cli.{_module}", fromlist=["command"]).command
     cli.add_command(_cmd)
 

@@ -14,7 +14,7 @@ from typing import Any
 from tcx.core.frames import frame_origin, is_recorder_frame
 from tcx.core.graph_break_text import parse_graph_break
 from tcx.core.recording import Recording
-from tcx.core.trace_events import Interner, TraceEvent, normalize
+from tcx.core.trace_events import Interner, TraceEvent, normalize, ranks_of
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<fn>.+)_at_(?P<line>\d+)$")
@@ -168,6 +168,8 @@ class RunModel:
     unknown_events: Counter
     problems: list[str]
     trace_events: list[TraceEvent]
+    ranks: list[int] = field(default_factory=list)
+    recording: Recording | None = None
 
     @property
     def torch_version(self) -> str | None:
@@ -193,13 +195,15 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
     metrics_recompiles: list[str] = []
     unknown: Counter = Counter()
     trace_events: list[TraceEvent] = []
+    ranks = ranks_of(rec.events)
+    multi_rank = len(ranks) > 1
     graph_count = 0
     extras: dict[str, list[dict[str, Any]]] = {k: [] for k in ("compile_call", "call", "log")}
     sources: dict[str, str] = {}
     for event in rec.events:
         kind = event.get("kind")
         if kind == "trace":
-            ev = normalize(event.get("md") or {}, event.get("payload"))
+            ev = normalize(event.get("md") or {}, event.get("payload"), qualify_rank=multi_rank)
             if ev is None:
                 continue
             trace_events.append(ev)
@@ -207,10 +211,11 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
             if base not in KNOWN_EVENTS:
                 unknown[ev.name] += 1
             if ev.name == "str":
-                interner.add(ev.body)
+                interner.add(ev.body, ev.rank)
             elif ev.name == "dynamo_start":
                 comp = _compile(compiles, ev)
-                comp.stack = _stack(ev.body.get("stack") if isinstance(ev.body, dict) else None, interner)
+                raw_stack = ev.body.get("stack") if isinstance(ev.body, dict) else None
+                comp.stack = _stack(raw_stack, interner, ev.rank)
                 if ev.attempt:
                     comp.attempts = max(comp.attempts, ev.attempt + 1)
             elif ev.name == "dynamo_output_graph":
@@ -232,6 +237,8 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
     run_start = rec.first("run_start")
     return RunModel(
         source_kind=source_kind,
+        ranks=ranks,
+        recording=rec,
         source=rec.source,
         target=str(rec.header.get("target") or rec.source),
         header=rec.header,
@@ -260,12 +267,12 @@ def _compile(compiles: dict[str, Compile], ev: TraceEvent, fallback_id: str | No
     return compiles[cid]
 
 
-def _stack(raw: Any, interner: Interner) -> list[Frame]:
+def _stack(raw: Any, interner: Interner, rank: Any = None) -> list[Frame]:
     frames = []
     for fr in raw or []:
         if not isinstance(fr, dict):
             continue
-        file = interner.file(fr.get("filename"))
+        file = interner.file(fr.get("filename"), rank)
         if is_recorder_frame(file):
             continue
         frames.append(

@@ -14,6 +14,7 @@ BUDGETS = {
     "max_recompiles": ("recompile_count", "recompiles"),
     "max_graphs": ("graph_count", "graphs"),
     "max_failed_frames": ("failed_frame_count", "failed frames"),
+    "max_rank_divergence": ("rank_divergence_count", "compile ids where ranks diverge"),
 }
 
 
@@ -63,7 +64,7 @@ def evaluate(ex: Explanation, budgets: dict[str, int]) -> CheckResult:
             option="--" + key.replace("_", "-"),
             label=BUDGETS[key][1],
             limit=limit,
-            actual=int(summary[BUDGETS[key][0]]),
+            actual=int(summary.get(BUDGETS[key][0], 0)),
         )
         for key, limit in budgets.items()
     ]

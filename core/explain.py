@@ -232,6 +232,21 @@ def to_json(ex: Explanation) -> dict[str, Any]:
         "program": program_status(m),
         "problems": m.problems,
         "unknown_events": dict(m.unknown_events),
+        **multi_rank_json(m),
+    }
+
+
+def multi_rank_json(m: RunModel) -> dict[str, Any]:
+    """`ranks[]` and `divergence` for input from several ranks (absent for one process)."""
+    if len(m.ranks) < 2 or m.recording is None:
+        return {}
+    from tcx.core.ranks import multi_rank_report
+
+    summaries, divergence = multi_rank_report(m.recording)
+    return {
+        "ranks": [r.to_json() for r in summaries],
+        "divergence": divergence.to_json() if divergence else None,
+        "rank_divergence_count": len(divergence.to_json()["divergent_compile_ids"]) if divergence else 0,
     }
 
 

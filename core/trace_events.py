@@ -61,22 +61,24 @@ def compile_id_of(md: dict[str, Any]) -> str | None:
 
 
 class Interner:
-    """The `str` event table: stack frames name files by index."""
+    """The `str` event table: stack frames name files by index (one table per rank's log)."""
 
     def __init__(self) -> None:
-        self.table: dict[int, str] = {}
+        self.table: dict[tuple[Any, int], str] = {}
 
-    def add(self, body: Any) -> None:
+    def add(self, body: Any, rank: Any = None) -> None:
         if isinstance(body, list) and len(body) == 2 and isinstance(body[1], int):
-            self.table[body[1]] = str(body[0])
+            self.table[(rank, body[1])] = str(body[0])
 
-    def file(self, value: Any) -> str:
+    def file(self, value: Any, rank: Any = None) -> str:
         if isinstance(value, int):
-            return self.table.get(value, f"<interned file #{value}>")
+            return self.table.get((rank, value), f"<interned file #{value}>")
         return str(value) if value is not None else "?"
 
 
-def normalize(md: dict[str, Any], payload: str | None) -> TraceEvent | None:
+def normalize(md: dict[str, Any], payload: str | None, qualify_rank: bool = False) -> TraceEvent | None:
+    """One raw trace record as a TraceEvent; `qualify_rank` prefixes compile ids with the rank
+    (`rank1:0/0`) so several ranks' compiles can live in one model without colliding."""
     key = event_key(md)
     if key is None:
         return None
@@ -90,7 +92,21 @@ def normalize(md: dict[str, Any], payload: str | None) -> TraceEvent | None:
         body=body,
         md=md,
         payload=payload,
-        compile_id=compile_id_of(md),
+        compile_id=_qualified(compile_id_of(md), md.get("rank") if qualify_rank else None),
         attempt=attempt if isinstance(attempt, int) else 0,
         rank=md.get("rank"),
     )
+
+
+def _qualified(compile_id: str | None, rank: Any) -> str | None:
+    if compile_id is None or rank is None:
+        return compile_id
+    return f"rank{rank}:{compile_id}"
+
+
+def ranks_of(events: list[dict[str, Any]]) -> list[int]:
+    """The distinct ranks named by trace events (empty for a single-process run)."""
+    ranks = {
+        e["md"].get("rank") for e in events if e.get("kind") == "trace" and isinstance(e.get("md"), dict)
+    }
+    return sorted(r for r in ranks if isinstance(r, int))

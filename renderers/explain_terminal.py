@@ -33,6 +33,7 @@ def location(file: str | None, line: int | None) -> str:
 def render_explain(ex: Explanation, console: Console, *, max_stack: int = 6) -> None:
     render_header(ex, console)
     render_program_status(ex, console)
+    render_ranks(ex, console)
     if ex.failed_frames:
         render_failed_frames(ex.failed_frames, console)
     if not ex.sites:
@@ -55,8 +56,11 @@ def render_explain(ex: Explanation, console: Console, *, max_stack: int = 6) -> 
 def render_header(ex: Explanation, console: Console) -> None:
     m = ex.model
     title = Text("tcx explain ", style="title")
-    path, sep, func = m.target.rpartition(":") if m.target.count(":") == 1 else (m.target, "", "")
-    title.append(clean(short_path(path) + sep + func if sep else short_path(m.target)), style="loc")
+    if " " in m.target:  # a command line (tcx record), not a path
+        title.append(clean(m.target), style="loc")
+    else:
+        path, sep, func = m.target.rpartition(":") if m.target.count(":") == 1 else (m.target, "", "")
+        title.append(clean(short_path(path) + sep + func if sep else short_path(m.target)), style="loc")
     if ex.function_filter:
         title.append(f"  (frames of {clean(ex.function_filter)} and what it calls)", style="muted")
     console.print(title)
@@ -230,3 +234,55 @@ def _stack_text(stack: list[Frame], max_stack: int) -> str:
     frames = frames[-max_stack:]
     text = " → ".join(f"{f.name} ({location(f.file, f.line)})" for f in frames)
     return (f"… {hidden} outer frame(s) → " if hidden else "") + text
+
+
+def render_ranks(ex: Explanation, console: Console) -> None:
+    """Per-rank table and the first divergence, for input from several ranks."""
+    from tcx.core.explain import multi_rank_json
+
+    doc = multi_rank_json(ex.model)
+    if not doc:
+        return
+    table = Table(title=None, box=None, padding=(0, 2), header_style="muted")
+    for col in ("rank", "compiles", "graphs", "graph breaks", "recompiles", "kernels", "failed", "compile s"):
+        table.add_column(col, justify="right")
+    for r in doc["ranks"]:
+        table.add_row(
+            *(
+                str(r[k])
+                for k in (
+                    "rank",
+                    "compiles",
+                    "graphs",
+                    "graph_breaks",
+                    "recompiles",
+                    "kernels",
+                    "failed_frames",
+                    "compile_time_s",
+                )
+            )
+        )
+    console.print(table)
+    div = doc["divergence"]
+    if div is None:
+        console.print(Text("All ranks compiled the same frames with the same facts.", style="good"))
+    else:
+        head = Text("Ranks diverge first at compile ", style="bad")
+        head.append(clean(div["compile_id"]), style="count")
+        head.append(f" ({len(div['divergent_compile_ids'])} divergent compile id(s) in all)", style="muted")
+        console.print(head)
+        console.print(Padding(Text(clean(div["cause"])), (0, 0, 0, 3)))
+        for group in div["groups"]:
+            facts = group["facts"]
+            desc = (
+                "not compiled"
+                if not facts.get("compiled")
+                else (
+                    f"{facts.get('frame')}; {facts.get('outcome')}"
+                    + (f"; recompile: {facts['recompile_reason']}" if facts.get("recompile_reason") else "")
+                )
+            )
+            line = Text(f"   ranks {group['ranks']}: ", style="muted")
+            line.append(clean(desc))
+            console.print(line)
+    console.print()
