@@ -38,9 +38,9 @@ def target_failed(model: Any) -> bool:
 
 
 def emit_json(doc: dict[str, Any]) -> None:
-    import json
+    from tcx.renderers.safe import json_text
 
-    sys.stdout.write(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json_text(doc) + "\n")
 
 
 def saved_note(loaded: Any) -> None:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import sys
 from typing import Any
+from urllib.parse import quote
 
 from rich.console import Console
 from rich.text import Text
@@ -16,16 +16,16 @@ from tcx import __version__
 from tcx.core.check import CheckResult
 from tcx.core.explain import BreakSite
 from tcx.renderers.explain_terminal import location
-from tcx.renderers.safe import clean
+from tcx.renderers.safe import clean, json_text
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
 def render_check(result: CheckResult, fmt: str, console: Console) -> None:
     if fmt == "json":
-        sys.stdout.write(json.dumps(check_json(result), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text(check_json(result)) + "\n")
     elif fmt == "sarif":
-        sys.stdout.write(json.dumps(sarif(result), indent=2, ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text(sarif(result)) + "\n")
     elif fmt == "github":
         sys.stdout.write(github(result))
     else:
@@ -120,7 +120,7 @@ def sarif(result: CheckResult) -> dict[str, Any]:
                 "locations": [
                     {
                         "physicalLocation": {
-                            "artifactLocation": {"uri": _uri(site.file)},
+                            "artifactLocation": {"uri": quote(_uri(site.file), safe="/:")},
                             "region": {"startLine": site.line or 1},
                         }
                     }

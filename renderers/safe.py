@@ -7,9 +7,17 @@ escape sequences and control characters that would drive the user's terminal.
 
 from __future__ import annotations
 
+import json
 import re
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_C1 = re.compile(r"[\x7f-\x9f]")  # only ever inside JSON strings, where \uXXXX is the same character
+
+
+def json_text(doc: object) -> str:
+    """Indented JSON for stdout; json escapes C0 controls, this also escapes DEL and C1 (e.g. CSI \\x9b)."""
+    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def clean(text: object) -> str:
