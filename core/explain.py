@@ -154,7 +154,7 @@ def _region(b: GraphBreak, compiles: dict[str, Compile]) -> dict[str, Any]:
     frame_name = comp.co_name if comp else b.frame
     region: dict[str, Any] = {
         "compile_id": b.compile_id,
-        "frame": comp.display_name if comp else frame_name,
+        "frame": comp.display_name if comp and comp.co_name else (frame_name or "an unnamed frame"),
         "graph_ops": comp.graph_op_count if comp else None,
         "graphs": comp.graph_count if comp else 0,
         "resumed_in": None,

@@ -14,6 +14,8 @@ from tcx.core.errors import UsageError
 
 _DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 RECORDING_SUFFIXES = (".tcx", ".tcxrec", ".tcx.gz")
+# Names with these endings are files (a missing one is "no such file", never a module name).
+FILE_SUFFIXES = (*RECORDING_SUFFIXES, ".log", ".gz", ".json", ".txt", ".jsonl")
 _HEADER = b'{"kind": "header", "format": "tcx-recording"'
 
 
@@ -81,7 +83,7 @@ def resolve_target(text: str) -> Target:
     if path.is_file():
         kind = "recording" if _looks_like_recording(path) else "trace"
         return FileTarget(path=str(path.resolve()), kind=kind)
-    if _DOTTED.match(text) and "." in text and not text.endswith(RECORDING_SUFFIXES):
+    if _DOTTED.match(text) and "." in text and not text.endswith(FILE_SUFFIXES):
         return ProgramTarget(script=None, module=text, function=None)
     raise UsageError(
         f"no such file: {text!r}.", hint="Give a .py script, module:function, a recording or a log."

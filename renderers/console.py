@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import IO
 
@@ -28,7 +29,7 @@ def make_console(
     """A console for reports; `color=False` (or --no-color / NO_COLOR) prints plain text."""
     out = file or sys.stdout
     no_color = color is False
-    return Console(
+    console = Console(
         file=out,
         theme=THEME,
         width=width,
@@ -39,3 +40,12 @@ def make_console(
         markup=True,
         soft_wrap=False,
     )
+    console.on_broken_pipe = _stop_quietly  # type: ignore[method-assign]  # `tcx ... | head` is fine
+    return console
+
+
+def _stop_quietly() -> None:
+    """The reader closed the pipe: stop writing, exit 0 (rich's default exits 1, the budget code)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise SystemExit(0)

@@ -58,7 +58,6 @@ def read_torch_trace(directory: Path) -> TorchTrace:
     logs = sorted(directory.glob("*.log"))
     assert logs, f"torch wrote no TORCH_TRACE log in {directory}"
     out = TorchTrace()
-    with_graph: set = set()
     failed_candidates: set = set()
     current = None
     payload: list[str] = []
@@ -93,7 +92,6 @@ def read_torch_trace(directory: Path) -> TorchTrace:
             out.compile_ids.add(cid)
         elif name == "dynamo_output_graph":
             out.graphs += 1
-            with_graph.add(cid)
         elif name == "inductor_output_code":
             out.output_code += 1
         elif name == "compilation_metrics" and md[name].get("fail_type"):
@@ -105,7 +103,7 @@ def read_torch_trace(directory: Path) -> TorchTrace:
             elif art == "recompile_reasons":
                 out.recompiles += 1
     close()
-    out.failed = failed_candidates - with_graph
+    out.failed = failed_candidates
     return out
 
 

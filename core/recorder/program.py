@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import importlib.util
 import os
 import runpy
 import sys
@@ -60,6 +61,10 @@ def run_program(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]
         elif script:
             runpy.run_path(script, run_name="__main__")
         else:
+            if _find_spec(module or "") is None:
+                raise TargetUsageError(
+                    f"no module named {module!r} (looked in the current directory and sys.path)."
+                )
             runpy.run_module(module, run_name="__main__", alter_sys=True)
     except TargetUsageError as exc:
         return {"status": "usage", "message": str(exc)}
@@ -89,6 +94,13 @@ def run_program(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]
             "traceback": user_traceback(exc),
         }
     return {"status": "ok", "exit_code": 0}
+
+
+def _find_spec(module: str) -> object | None:
+    try:
+        return importlib.util.find_spec(module)
+    except (ModuleNotFoundError, ValueError):
+        return None
 
 
 def _module_has_examples(spec: dict[str, Any]) -> bool:
