@@ -108,6 +108,22 @@ def check(**params: Any) -> None:
 
 @cli.command(epilog=EPILOG)
 @click.argument("recording")
+@click.option(
+    "--events",
+    "list_events",
+    is_flag=True,
+    help="List every event name with its count (unknown ones marked).",
+)
+@click.option(
+    "--event",
+    "event_name",
+    metavar="NAME",
+    default=None,
+    help="Print the raw metadata and payload of events named NAME (e.g. artifact:recompile_reasons).",
+)
+@click.option(
+    "--limit", type=int, default=20, show_default=True, help="With --event: at most this many events."
+)
 @render_options(("text", "json"))
 def show(**params: Any) -> None:
     """Re-render a saved recording or a TORCH_TRACE log (no torch needed)."""
@@ -127,6 +143,11 @@ def show(**params: Any) -> None:
         )
     params["target"] = params["recording"]
     loaded = common.load(params, None, "")
+    if params["list_events"] or params["event_name"]:
+        from tcx.renderers.raw_events import render_raw
+
+        render_raw(loaded.model, params["event_name"], params["limit"], params["fmt"], common.console(params))
+        return
     ex = build(loaded.model)
     if params["fmt"] == "json":
         common.emit_json(to_json(ex))
@@ -136,7 +157,7 @@ def show(**params: Any) -> None:
 
 # Views with their own module (cli/cmd_*.py) register here; each module imports only click
 # at import time so `tcx --help` stays fast.
-for _module in ("cmd_record",):
+for _module in ("cmd_record", "cmd_recompiles"):
     _cmd = __import__(f"tcx.cli.{_module}", fromlist=["command"]).command
     cli.add_command(_cmd)
 
