@@ -107,4 +107,5 @@ def build_run_options(
         backward=False if params.get("no_backward") else None,
         save=params.get("save"),
         capture=list(capture),
+        what_if=[spec_to_json(parse_call_spec(w)) for w in params.get("what_if") or ()] or None,
     )

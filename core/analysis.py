@@ -63,6 +63,12 @@ KNOWN_EVENTS = frozenset(
 )
 
 
+# Recorder event kinds kept in RunModel.recorder_events (see core/recording.py).
+RECORDER_EVENTS = frozenset(
+    {"frame_call", "guard_check", "what_if", "frame_calls_dropped", "recompile_config"}
+)
+
+
 @dataclass
 class Frame:
     file: str
@@ -168,6 +174,9 @@ class RunModel:
     unknown_events: Counter
     problems: list[str]
     trace_events: list[TraceEvent]
+    # Recorder events of kinds this module does not interpret (e.g. the recompiles capture's
+    # `frame_call`, `guard_check`, `what_if`), in recording order, for the views that do.
+    recorder_events: list[dict[str, Any]] = field(default_factory=list)
     ranks: list[int] = field(default_factory=list)
     recording: Recording | None = None
 
@@ -200,6 +209,7 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
     graph_count = 0
     extras: dict[str, list[dict[str, Any]]] = {k: [] for k in ("compile_call", "call", "log")}
     sources: dict[str, str] = {}
+    recorder_events: list[dict[str, Any]] = []
     for event in rec.events:
         kind = event.get("kind")
         if kind == "trace":
@@ -234,6 +244,8 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
             sources[event.get("file", "")] = event.get("text", "")
         elif kind in extras:
             extras[kind].append(event)
+        elif kind in RECORDER_EVENTS:
+            recorder_events.append(event)
     run_start = rec.first("run_start")
     return RunModel(
         source_kind=source_kind,
@@ -257,6 +269,7 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
         unknown_events=unknown,
         problems=list(rec.problems),
         trace_events=trace_events,
+        recorder_events=recorder_events,
     )
 
 

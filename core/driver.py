@@ -41,6 +41,7 @@ class RunOptions:
     backward: bool | None = None
     save: str | None = None
     capture: list[str] = field(default_factory=list)  # optional captures (core/recorder/captures.py)
+    what_if: list[list[dict]] | None = None  # `tcx recompiles --what-if`: evaluated after the run
 
 
 @dataclass
@@ -80,6 +81,7 @@ def record(target: ProgramTarget, opts: RunOptions) -> LiveRun:
         "mode": opts.mode,
         "backward": opts.backward,
         "capture": opts.capture,
+        "what_if": opts.what_if,
     }
     output_path = workdir / "output.txt"
     started = time.monotonic()

@@ -19,7 +19,9 @@ from tcx.core.recording import RecordingWriter
 Installer = Callable[[RecordingWriter], "str | None"]
 
 # capture name -> "module:function" in the compatibility layer
-CAPTURES: dict[str, str] = {}
+CAPTURES: dict[str, str] = {
+    "recompiles": "tcx.core.recorder.compat_recompiles:install",
+}
 
 
 def install_captures(names: list[str], writer: RecordingWriter) -> dict[str, str | None]:

@@ -107,7 +107,12 @@ def run(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]:
         mode=spec.get("mode"),
         features=features,
     )
-    return run_program(spec, writer)
+    exit_event = run_program(spec, writer)
+    if spec.get("what_if"):  # `tcx recompiles --what-if`: needs the cache entries of this run
+        from tcx.core.recorder.compat_recompiles import evaluate_what_if
+
+        evaluate_what_if(spec["what_if"], spec.get("function"), writer)
+    return exit_event
 
 
 if __name__ == "__main__":

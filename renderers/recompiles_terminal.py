@@ -1,0 +1,269 @@
+"""`tcx recompiles` for people: the call timeline, each frame's cache entries, causes and remedies."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from tcx.core.explain import backend_info
+from tcx.core.recompiles import Call, Entry, FailedGuard, RecompileReport, WhatIf
+from tcx.renderers.explain_terminal import render_program_status, short_path
+from tcx.renderers.safe import clean
+
+OUTCOME_STYLE = {"compile": "warn", "hit": "good", "recompile": "bad", "eager": "bad"}
+
+
+def render_recompiles(rep: RecompileReport, console: Console) -> None:
+    _header(rep, console)
+    render_program_status(_Shim(rep), console)  # type: ignore[arg-type]
+    for call in rep.eager_calls[:1]:
+        _shout_limit(rep, call, console)
+    _timeline(rep, console)
+    _entries(rep, console)
+    _promotions(rep, console)
+    _causes(rep, console)
+    if rep.what_ifs:
+        _what_ifs(rep.what_ifs, console)
+
+
+class _Shim:
+    """render_program_status takes an Explanation; it only reads `.model`."""
+
+    def __init__(self, rep: RecompileReport) -> None:
+        self.model = rep.model
+
+
+def _header(rep: RecompileReport, console: Console) -> None:
+    m = rep.model
+    title = Text("tcx recompiles ", style="title")
+    title.append(
+        clean(m.target if ":" in m.target and not m.target.startswith("/") else short_path(m.target))
+    )
+    console.print(title)
+    info = Text(f"torch {clean(m.torch_version or '?')}", style="muted")
+    be = backend_info(m)
+    if be["name"]:
+        info.append(f" · backend {clean(be['name'])}", style="muted")
+        if be["reason"]:
+            info.append(f" ({clean(be['reason'])})", style="muted")
+    console.print(info)
+    counts = Text()
+    outcomes = {"compile": 0, "hit": 0, "recompile": 0, "eager": 0}
+    for c in rep.calls:
+        outcomes[c.outcome] = outcomes.get(c.outcome, 0) + 1
+    outcomes["hit"] += rep.dropped
+    counts.append("recompiles ", style="muted")
+    counts.append(str(rep.recompile_count), style="bad" if rep.recompile_count else "count")
+    if rep.live:
+        counts.append(f"  calls {len(rep.calls) + rep.dropped}", style="muted")
+        for k in ("compile", "hit", "recompile", "eager"):
+            counts.append(f"  {k} ", style="muted")
+            counts.append(
+                str(outcomes[k]), style=OUTCOME_STYLE[k] if outcomes[k] and k != "compile" else "count"
+            )
+    console.print(counts)
+    if not rep.live:
+        console.print(Text(f"note: {rep.model.source_kind}: " + _live_note(), style="warn"))
+    features = (m.run_start or {}).get("features") or {}
+    for name, why in features.items():
+        if why:
+            console.print(Text(f"note: {clean(name)}: {clean(why)}", style="warn"))
+    console.print()
+
+
+def _live_note() -> str:
+    from tcx.core.recompiles import LIVE_ONLY_NOTE
+
+    return LIVE_ONLY_NOTE
+
+
+def _shout_limit(rep: RecompileReport, call: Call, console: Console) -> None:
+    cfg = call.limit or rep.limit
+    text = Text(
+        f"RECOMPILE LIMIT HIT: {call.function} runs in EAGER Python from call #{call.index} on "
+        f"({cfg.get('config') or 'torch._dynamo.config.recompile_limit'} = {cfg.get('limit')}). "
+        "Nothing is compiled for it any more, and torch does not say so at runtime.",
+        style="bad",
+    )
+    console.print(text)
+    console.print()
+
+
+def _args_text(call: Call) -> str:
+    if call.args is None:
+        return "(arguments not recorded)" if not call.from_trace else ""
+    return ", ".join(_arg_text(a) for a in call.args)
+
+
+def _arg_text(a: dict) -> str:
+    kind = a.get("kind")
+    name = a.get("name", "?")
+    if kind == "tensor":
+        dtype = {
+            "float32": "f32",
+            "float64": "f64",
+            "float16": "f16",
+            "bfloat16": "bf16",
+            "int64": "i64",
+        }.get(a.get("dtype", ""), a.get("dtype", ""))
+        dev = "" if a.get("device") == "cpu" else f"@{a.get('device')}"
+        grad = " grad" if a.get("requires_grad") else ""
+        return f"{name}={dtype}[{','.join(map(str, a.get('shape', [])))}]{dev}{grad}"
+    if kind == "value":
+        return f"{name}={a.get('value')}"
+    if kind in ("tuple", "list"):
+        return f"{name}=({', '.join(_arg_text(i) for i in a.get('items', []))})"
+    return f"{name}=<{a.get('type')}>"
+
+
+def _guard_text(g: FailedGuard) -> str:
+    text = f"{g.entry}: {g.guard}"
+    if g.kind in ("dynamic_shape", "global", "closure", "attribute", "value", "int") and g.actual is not None:
+        text += f"   (actual {g.actual})"
+    return text
+
+
+def _timeline(rep: RecompileReport, console: Console) -> None:
+    if not rep.calls:
+        console.print(Text("No compiled frame was called.", style="muted"))
+        return
+    label = "Calls, in order" if rep.live else "Compiles, in order (from the trace)"
+    console.print(Text(label, style="title"))
+    table = Table.grid(padding=(0, 2))
+    table.add_column(justify="right", style="muted", no_wrap=True)
+    table.add_column(no_wrap=True)
+    table.add_column()
+    for call in rep.calls:
+        outcome = Text(
+            call.outcome.upper() if call.outcome == "eager" else call.outcome,
+            style=OUTCOME_STYLE[call.outcome],
+        )
+        detail = Text()
+        detail.append(clean(call.function), style="title")
+        args = _args_text(call)
+        if args:
+            detail.append(f"({clean(args)})", style="muted")
+        if call.outcome == "hit":
+            detail.append(f"  served by entry {call.entry}", style="good")
+        elif call.outcome == "compile":
+            detail.append(f"  new entry {call.entry}")
+        elif call.outcome == "recompile":
+            detail.append(f"  new entry {call.entry}")
+            if call.cause:
+                detail.append(f"  — {call.cause}", style="warn")
+        elif call.outcome == "eager":
+            cfg = call.limit or rep.limit
+            detail.append(
+                f"  no entry matched and Dynamo will not compile: recompile limit "
+                f"{cfg.get('config')} = {cfg.get('limit')}",
+                style="bad",
+            )
+        for g in call.failed_guards:
+            detail.append("\n  ✗ ", style="bad")
+            detail.append(clean(_guard_text(g)))
+        table.add_row(f"#{call.index}", outcome, detail)
+    console.print(Padding(table, (0, 0, 0, 1)))
+    if rep.dropped:
+        console.print(Text(f"  … and at least {rep.dropped} more cache hits not listed", style="muted"))
+    console.print()
+
+
+def _entries(rep: RecompileReport, console: Console) -> None:
+    shown = {fn: es for fn, es in rep.entries.items() if len(es) > 1 or any(e.served for e in es)}
+    if not shown:
+        return
+    console.print(Text("Cache entries (state machine: entry → its guards → calls it served)", style="title"))
+    for fn, entries in shown.items():
+        console.print(Text(f"  {clean(fn)}", style="title"))
+        for e in entries:
+            _entry(e, console)
+    console.print()
+
+
+def _entry(e: Entry, console: Console) -> None:
+    head = Text(f"    [{e.compile_id}]", style="count")
+    if e.created_by is not None:
+        head.append(f" created by call #{e.created_by}", style="muted")
+    served = [i for i in e.served if i != e.created_by]
+    if served:
+        head.append(f" · served {_ranges(served)}", style="good")
+    elif e.created_by is not None:
+        head.append(" · never hit again", style="muted")
+    console.print(head)
+    for line in e.summary()[:8]:
+        console.print(Text(f"        {clean(line)}", style="muted"))
+
+
+def _ranges(idx: list[int]) -> str:
+    if len(idx) > 6:
+        return f"calls #{idx[0]}…#{idx[-1]} ({len(idx)} calls)"
+    return "call" + ("s " if len(idx) > 1 else " ") + ", ".join(f"#{i}" for i in idx)
+
+
+def _promotions(rep: RecompileReport, console: Console) -> None:
+    proms = rep.promotions
+    if not proms:
+        return
+    console.print(Text("Dynamic-shape promotion", style="title"))
+    for p in proms:
+        t = Text(f"  {p.compile_id}: ")
+        t.append(f"{clean(p.arg)} dim {p.dim}", style="title")
+        t.append(f" became symbolic {p.symbol} (range {clean(p.range)}, value {p.value} on this call)")
+        console.print(t)
+        if p.replaced:
+            console.print(Text(f"      replaced static guard  {clean(p.replaced)}", style="muted"))
+        for g in p.guards:
+            where = f"   # line {g.get('line')}: {g.get('code')}" if g.get("line") else ""
+            console.print(Text(f"      guard  {clean(g.get('expr'))}{clean(where)}", style="muted"))
+    console.print()
+
+
+def _causes(rep: RecompileReport, console: Console) -> None:
+    seen: dict[tuple, Call] = {}
+    for c in rep.calls:
+        if c.remedy and c.outcome in ("recompile", "eager"):
+            key = (c.function, c.cause, c.remedy)
+            seen.setdefault(key, c)
+    if not seen:
+        return
+    console.print(Text("Why, and what to change", style="title"))
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="muted", justify="right", no_wrap=True)
+    grid.add_column()
+    for (fn, cause, remedy), c in seen.items():
+        n = sum(1 for x in rep.calls if (x.function, x.cause, x.remedy) == (fn, cause, remedy))
+        grid.add_row("cause", Text(clean(f"{cause} in {fn} (×{n}, first at call #{c.index})"), style="warn"))
+        grid.add_row("fix", Text(clean(remedy), style="good"))
+    console.print(Padding(grid, (0, 0, 0, 1)))
+    console.print()
+
+
+def _what_ifs(items: list[WhatIf], console: Console) -> None:
+    console.print(
+        Text(
+            "What if (evaluated with torch's guards on the recorded entries; nothing recompiled)",
+            style="title",
+        )
+    )
+    for w in items:
+        t = Text(f"  --what-if #{w.index} ")
+        if w.args:
+            t.append(clean(", ".join(_arg_text(a) for a in w.args)), style="muted")
+        console.print(t)
+        if w.error:
+            console.print(Text(f"      cannot answer: {clean(w.error)}", style="warn"))
+            continue
+        for g in w.failed_guards:
+            console.print(Text(f"      ✗ {clean(_guard_text(g))}", style="muted"))
+        if w.verdict == "hit":
+            console.print(Text(f"      → served by entry {w.entry}, no recompile", style="good"))
+        elif w.verdict == "eager":
+            console.print(
+                Text("      → no entry matches and the recompile limit is reached: runs EAGER", style="bad")
+            )
+        else:
+            first = w.failed_guards[0] if w.failed_guards else None
+            why = f" ({first.kind} guard failed first)" if first else ""
+            console.print(Text(f"      → would RECOMPILE{why}", style="bad"))
