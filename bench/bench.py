@@ -52,6 +52,8 @@ PYTHON = sys.executable
 GOAL_EXPLAIN_RATIO = 0.33
 GOAL_OVERHEAD_RATIO = 1.10
 GOAL_HELP_S = 0.30
+GOAL_INGEST_RATIO = 1.0
+LARGE_LOG_DIR = RESULTS / "large_trace"
 
 # Cheap commands (start-up timings) get at least this many samples: one run is noise.
 MIN_CHEAP_RUNS = 7
@@ -340,6 +342,52 @@ def comparison(name: str, what: str, tcx: Command, plain: Command, goal: float) 
     }
 
 
+def large_log(regenerate: bool) -> Path:
+    """A large TORCH_TRACE log (bench/make_large_log.py, inductor); made once, then reused."""
+    logs = sorted(LARGE_LOG_DIR.glob("*.log")) if LARGE_LOG_DIR.is_dir() else []
+    if logs and not regenerate:
+        return logs[0]
+    shutil.rmtree(LARGE_LOG_DIR, ignore_errors=True)
+    print(
+        "  writing the large log (inductor, 4 layers x 8 sequence lengths; a few minutes) ...",
+        file=sys.stderr,
+        flush=True,
+    )
+    env = {**base_env(), "TORCH_TRACE": str(LARGE_LOG_DIR), "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
+    subprocess.run(
+        [PYTHON, str(ROOT / "bench" / "make_large_log.py"), "inductor"],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return sorted(LARGE_LOG_DIR.glob("*.log"))[0]
+
+
+def ingest_vs_tlparse(runs: int, regenerate: bool, workdir: Path) -> dict[str, Any] | None:
+    """tcx reading a large TORCH_TRACE log to the explain summary vs tlparse on the same log."""
+    tlparse = Path(PYTHON).parent / "tlparse"
+    if not tlparse.exists():
+        print("  tlparse is not installed: skipping ingest vs tlparse", file=sys.stderr)
+        return None
+    log = large_log(regenerate)
+    tcx = Command("tcx explain LOG --format json", [*tcx_argv(), "explain", str(log), "--format", "json"])
+    ref = Command(
+        "tlparse LOG",
+        [str(tlparse), str(log), "-o", str(workdir / "tlparse_out"), "--overwrite", "--no-browser"],
+    )
+    measure([tcx, ref], runs)
+    size_mb = log.stat().st_size / 2**20
+    return comparison(
+        "ingest vs tlparse",
+        f"{log.name} ({size_mb:.1f} MB): tcx explain vs tlparse",
+        tcx,
+        ref,
+        GOAL_INGEST_RATIO,
+    )
+
+
 def help_startup(runs: int) -> dict[str, Any]:
     help_cmd = Command("tcx --help", [*tcx_argv(), "--help"])
     floor = Command("python -c pass", [PYTHON, "-c", "pass"])
@@ -393,7 +441,7 @@ def table(results: dict[str, Any]) -> str:
     head = ("measurement", "tcx", "reference", "ratio", "cpu ratio", "goal", "status")
     rows: list[tuple[str, ...]] = [head]
     ex, ov = results.get("explain_vs_program"), results.get("recording_overhead")
-    for res in (ex, ov):
+    for res in (ex, ov, results.get("ingest_vs_tlparse")):
         if res is None:
             continue
         rows.append(
@@ -439,7 +487,7 @@ def table(results: dict[str, Any]) -> str:
 
 def footnotes(results: dict[str, Any]) -> str:
     notes = []
-    for key in ("explain_vs_program", "recording_overhead"):
+    for key in ("explain_vs_program", "recording_overhead", "ingest_vs_tlparse"):
         res = results.get(key)
         if res:
             notes.append(
@@ -512,6 +560,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="skip 'explain vs program' (its plain side compiles C++ with Inductor: slow)",
     )
+    parser.add_argument("--regen-log", action="store_true", help="write the large TORCH_TRACE log again")
     parser.add_argument("--output", type=Path, default=RESULTS / "latest.json", help="where the JSON goes")
     args = parser.parse_args(argv)
     if args.quick:
@@ -549,6 +598,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"recording overhead ({args.backend}) ...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(prefix="tcx-bench-") as tmp:
             results["recording_overhead"] = recording_overhead(args.runs, args.backend, Path(tmp))
+        print("ingest vs tlparse ...", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory(prefix="tcx-bench-") as tmp:
+            results["ingest_vs_tlparse"] = ingest_vs_tlparse(args.runs, args.regen_log, Path(tmp))
     except BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 1

@@ -12,7 +12,7 @@ import sys
 import torch
 
 sys.path.insert(0, "fixtures/programs/models")
-from tiny_llama import build  # noqa: E402
+from tiny_llama import build
 
 SEQ_LENS = (8, 16, 24, 32, 40, 48, 56, 64)
 

@@ -126,6 +126,7 @@ def _facts_by_compile(m: RunModel) -> dict[str, dict[str, Any]]:
             "shapes": None,
             "guards": None,
             "cache": [],
+            "collectives": None,
         }
     for ev in m.trace_events:
         f = facts.get(ev.compile_id or "")
@@ -138,6 +139,8 @@ def _facts_by_compile(m: RunModel) -> dict[str, dict[str, Any]]:
             f["guards"] = hashlib.sha1(_LONG_INT.sub("#", text).encode()).hexdigest()[:12]
         elif ev.name.startswith("artifact:") and "cache_" in ev.name:
             f["cache"].append(ev.name.split(":", 1)[1])
+        elif "collective" in ev.name and ev.payload:  # e.g. Inductor's collective schedule
+            f["collectives"] = hashlib.sha1(ev.payload.encode()).hexdigest()[:12]
     return facts
 
 
@@ -169,6 +172,7 @@ def _cause(per_rank: dict[int, dict[str, Any] | None]) -> str:
         ("graph_breaks", "different graph breaks"),
         ("outcome", "different compile outcome"),
         ("cache", "cache hit on some ranks, miss on others"),
+        ("collectives", "a different collective sequence"),
         ("graph_ops", "different graphs"),
         ("guards", "different guards"),
     ]
