@@ -121,6 +121,7 @@ class Call:
     remedy: str | None = None
     limit: dict[str, Any] | None = None
     from_trace: bool = False  # reconstructed from torch's trace (no live per-call capture)
+    promotions: list[Promotion] = field(default_factory=list)  # dims made symbolic by this compile
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -636,6 +637,7 @@ def _attach_promotions(calls: list[Call], entries: dict[str, list[Entry]]) -> No
         e = by_cid.get(call.compile_id or "")
         if not e or call.outcome != "recompile":
             continue
+        call.promotions = list(e.promotions)
         for p in e.promotions:
             static = next(
                 (g for g in call.failed_guards if g.kind == "shape" and g.arg == p.arg and g.dim == p.dim),
@@ -694,20 +696,28 @@ def _asked_static(model: RunModel) -> bool:
     return any(str(c.get("used", {}).get("dynamic")) == "False" for c in model.compile_calls)
 
 
+def _promoted(call: Call, g: FailedGuard) -> bool:
+    return any(p.arg == g.arg and p.dim == g.dim for p in call.promotions)
+
+
 def _remedy(call: Call, g: FailedGuard, calls: list[Call], model: RunModel) -> str:
     fn = call.function
     if g.kind == "shape":
         seen = sorted({s for s in _dim_values(calls, fn, g.arg, g.dim)})
         values = f" (seen: {', '.join(map(str, seen))})" if len(seen) > 1 else ""
-        static = (
-            " The program compiles with dynamic=False, so every new size compiles again; drop it."
-            if _asked_static(model)
-            else ""
-        )
+        if _asked_static(model):
+            lead = " The program compiles with dynamic=False, so every new size compiles again: drop it, or"
+        elif _promoted(call, g):
+            lead = (
+                " Dynamo then made it symbolic (automatic dynamic), so this recompile happens once; "
+                "to avoid even that one,"
+            )
+        else:
+            lead = ""
         return (
-            f"Dimension {g.dim} of `{g.arg}` changes between calls{values}.{static} Mark it dynamic before "
-            f"the first call: torch._dynamo.mark_dynamic({g.arg}, {g.dim}) (or maybe_mark_dynamic({g.arg}, "
-            f"{g.dim}) if it may stay static), or compile with dynamic=True."
+            f"Dimension {g.dim} of `{g.arg}` changes between calls{values}.{lead or ' To fix it,'} mark it "
+            f"dynamic before the first call: torch._dynamo.mark_dynamic({g.arg}, {g.dim}) (or "
+            f"maybe_mark_dynamic({g.arg}, {g.dim}) if it may stay static), or compile with dynamic=True."
         )
     if g.kind == "dynamic_shape":
         return (

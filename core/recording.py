@@ -12,6 +12,18 @@ Line 1 is the header; every later line is an event with a "kind":
     program_exit  how the program ended, written by the recorder child
     outcome       how the child process ended, written by the parent (signal, timeout)
 
+Written by the `recompiles` capture (core/recorder/compat_recompiles.py), additive in format 1:
+
+    recompile_config     the recompile limit's value and config name when the capture installed
+    frame_call           one call of a torch.compile'd callable: index, function, file, line,
+                         args (signature: shapes, dtypes, devices, requires_grad, Python values),
+                         outcome (compile/hit/recompile/eager), entry (compile id that served or
+                         was created), checked (entry ids in Dynamo's check order), config
+    frame_calls_dropped  cache hits past the first 1000 calls are only counted: {"count": N}
+    guard_check          a cache miss of a frame with entries: each entry's first failing guard
+                         (check_verbose) and the actual values it read, for every frame
+    what_if              after the run, one `--what-if` input checked against every entry
+
 Events are flushed as they happen, so a crash, `sys.exit`, segfault or timeout keeps
 everything recorded until then. Loading never executes code (JSON only, no pickle).
 

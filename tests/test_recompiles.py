@@ -1,0 +1,156 @@
+"""`tcx recompiles`: the per-call timeline agrees with torch's own recompile log of the same run."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from conftest import read_torch_trace, run_tcx
+
+pytestmark = pytest.mark.torch
+
+_LINE = re.compile(r"^[VIWEF]\d{4} [\d:.]+ +\d+ [^\]]*\] (\{.*\})\s*$")
+
+
+def recompile_reasons(trace_dir) -> list[tuple[str, list[str]]]:
+    """(compile id, [reason per entry]) for each recompile_reasons artifact, read independently."""
+    out: list[tuple[str, list[str]]] = []
+    current, payload = None, []
+
+    def close() -> None:
+        if current is not None:
+            text = "".join(payload)
+            try:
+                value = json.loads(text)  # several entries: a JSON list; one: the plain text
+            except ValueError:
+                value = text.rstrip("\n")
+            items = value if isinstance(value, list) else [value]
+            out.append((current, [str(v).split("\nUser stack trace:", 1)[0] for v in items]))
+
+    for line in sorted(trace_dir.glob("*.log"))[0].read_text().splitlines():
+        if line.startswith("\t"):
+            if current is not None:
+                payload.append(line[1:] + "\n")
+            continue
+        m = _LINE.match(line)
+        if not m:
+            continue
+        close()
+        md = json.loads(m.group(1))
+        current, payload = None, []
+        if md.get("artifact", {}).get("name") == "recompile_reasons":
+            current = f"{md['frame_id']}/{md['frame_compile_id']}"
+    close()
+    return out
+
+
+def recompiles_with_trace(target: str, tmp_path, *extra: str):
+    trace_dir = tmp_path / "torch_trace"
+    proc = run_tcx("recompiles", target, "--format", "json", *extra, env={"TORCH_TRACE": str(trace_dir)})
+    assert proc.stdout, proc.stderr
+    return json.loads(proc.stdout), trace_dir, proc
+
+
+def test_seed_f_four_calls_and_what_if(program, tmp_path):
+    doc, trace_dir, proc = recompiles_with_trace(
+        program("seed_f.py") + ":f",
+        tmp_path,
+        "--what-if",
+        "100x32:grad",
+        "--what-if",
+        "16x32:grad",
+        "--what-if",
+        "100x32:f64:grad",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert doc["schema"] == "tcx.recompiles/1"
+    calls = doc["calls"]
+    assert [c["outcome"] for c in calls] == ["compile", "hit", "recompile", "recompile"]
+    assert [a["shape"][0] for a in (c["args"][0] for c in calls)] == [128, 128, 256, 32]
+    assert calls[1]["entry"] == calls[0]["entry"]
+    first, second = calls[2], calls[3]
+    [size] = first["failed_guards"]
+    assert (size["kind"], size["arg"], size["dim"], size["expected"], size["actual"]) == (
+        "shape",
+        "x",
+        0,
+        "128",
+        "256",
+    )
+    assert size["entry"] == calls[0]["entry"]
+    # Dimension 0 became symbolic in the entry the recompile created, guarded by the branch.
+    prom = [p for p in doc["promotions"] if p["compile_id"] == first["entry"]]
+    assert prom and prom[0]["arg"] == "x" and prom[0]["dim"] == 0
+    assert prom[0]["replaced"] == "size[0] == 128"
+    assert any("> 64" in g["expr"] for g in prom[0]["guards"])
+    # The fourth call: the dynamic entry's `> 64` guard failed first (checked most recent first).
+    assert second["checked"] == [first["entry"], calls[0]["entry"]]
+    assert second["failed_guards"][0]["entry"] == first["entry"]
+    assert second["failed_guards"][0]["kind"] == "dynamic_shape"
+    assert "65 <= x.size()[0]" in second["failed_guards"][0]["guard"]
+    assert second["failed_guards"][0]["actual"] == "32"
+    # Torch's own log of the same run says the same.
+    torch_reasons = recompile_reasons(trace_dir)
+    assert doc["recompile_count"] == len(torch_reasons) == read_torch_trace(trace_dir).recompiles == 2
+    for call, (cid, reasons) in zip([first, second], torch_reasons, strict=True):
+        assert call["compile_id"] == cid
+        assert [g["entry"] for g in call["failed_guards"]] == [r.split(":", 1)[0] for r in reasons]
+        for g, r in zip(call["failed_guards"], reasons, strict=True):
+            assert r.split(": ", 1)[1].startswith(g["guard"].split("  #")[0])
+    # What-if: batch 100 -> the dynamic relu entry; 16 -> the tanh entry; float64 -> dtype guard.
+    w100, w16, w64 = doc["what_if"]
+    assert (w100["verdict"], w100["entry"]) == ("hit", first["entry"])
+    assert (w16["verdict"], w16["entry"]) == ("hit", second["entry"])
+    assert w64["verdict"] == "recompile"
+    assert w64["failed_guards"] and all(g["kind"] == "dtype" for g in w64["failed_guards"])
+
+
+CASES = {
+    "dynamic_false_storm.py": ("shape specialization", 3),
+    "changed_global.py": ("Python global value", 1),
+    "dtype_change.py": ("dtype change", 1),
+    "requires_grad_toggle.py": ("requires_grad change", 1),
+    "recompile_limit.py": ("integer specialization", 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_recompile_count_matches_torch_trace(name, program, tmp_path):
+    doc, trace_dir, proc = recompiles_with_trace(program(f"recompiles/{name}"), tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    cause, count = CASES[name]
+    assert doc["recompile_count"] == read_torch_trace(trace_dir).recompiles == count
+    torch_ids = [cid for cid, _ in recompile_reasons(trace_dir)]
+    assert [
+        c["compile_id"] for c in doc["calls"] if c["outcome"] in ("recompile", "eager") and c["compile_id"]
+    ] == (torch_ids)
+    recompiles = [c for c in doc["calls"] if c["outcome"] == "recompile"]
+    assert recompiles and recompiles[0]["cause"] == cause
+    assert all(c["remedy"] for c in recompiles)
+    if name == "dynamic_false_storm.py":
+        remedy = recompiles[0]["remedy"]
+        assert "Dimension 0 of `x`" in remedy and "mark_dynamic(x, 0)" in remedy and "dynamic=False" in remedy
+    if name == "changed_global.py":
+        g = recompiles[0]["failed_guards"][0]
+        assert (g["arg"], g["expected"], g["actual"]) == ("SCALE", "2", "3")
+    if name == "recompile_limit.py":
+        eager = [c for c in doc["calls"] if c["outcome"] == "eager"]
+        assert len(eager) == 3
+        assert eager[0]["cause"] == "recompile limit"
+        assert doc["recompile_limit"]["limit"] == 3 and doc["recompile_limit"]["hit"] is True
+        assert "set_stance" in eager[0]["remedy"] and "recompile_limit" in eager[0]["remedy"]
+        text = run_tcx("show", str(trace_dir), "--format", "json")
+        assert json.loads(text.stdout)["recompile_count"] == doc["recompile_count"]
+        offline = run_tcx("recompiles", str(trace_dir), "--format", "json")
+        assert offline.returncode == 0, offline.stderr
+        off = json.loads(offline.stdout)
+        assert off["recompile_count"] == doc["recompile_count"] and off["note"]
+        assert [c["outcome"] for c in off["calls"]].count("eager") == 1
+
+
+def test_text_report_shouts_the_limit(program):
+    proc = run_tcx("recompiles", program("recompiles/recompile_limit.py"), "--width", "120")
+    assert proc.returncode == 0, proc.stderr
+    assert "RECOMPILE LIMIT HIT" in proc.stdout and "torch._dynamo.config.recompile_limit = 3" in proc.stdout
+    assert "EAGER" in proc.stdout
