@@ -157,7 +157,7 @@ def show(**params: Any) -> None:
 
 # Views with their own module (cli/cmd_*.py) register here; each module imports only click
 # at import time so `tcx --help` stays fast.
-for _module in ("cmd_record", "cmd_recompiles"):
+for _module in ("cmd_record", "cmd_recompiles", "cmd_trace"):
     _cmd = __import__(f"tcx.cli.{_module}", fromlist=["command"]).command
     cli.add_command(_cmd)
 

@@ -21,7 +21,26 @@ Installer = Callable[[RecordingWriter], "str | None"]
 # capture name -> "module:function" in the compatibility layer
 CAPTURES: dict[str, str] = {
     "recompiles": "tcx.core.recorder.compat_recompiles:install",
+    "instructions": "tcx.core.recorder.compat_dynamo:install_instruction_capture",
+    "bytecode": "tcx.core.recorder.compat_dynamo:install_bytecode_capture",
+    "guards": "tcx.core.recorder.compat_dynamo:install_guard_capture",
 }
+
+# Callbacks a capture registers to run once the program has finished (e.g. walk the cache
+# entries that are still alive); the child calls run_at_end() before writing program_exit.
+_AT_END: list[Callable[[], None]] = []
+
+
+def at_end(callback: Callable[[], None]) -> None:
+    _AT_END.append(callback)
+
+
+def run_at_end() -> None:
+    for callback in _AT_END:
+        try:
+            callback()
+        except Exception:  # an end-of-run capture never turns a finished run into a failure
+            pass
 
 
 def install_captures(names: list[str], writer: RecordingWriter) -> dict[str, str | None]:

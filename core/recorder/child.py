@@ -73,7 +73,7 @@ def run(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]:
     except ImportError as exc:
         return {"status": "setup", "message": f"torch cannot be imported: {exc}"}
     from tcx.core.recorder import compat
-    from tcx.core.recorder.captures import install_captures
+    from tcx.core.recorder.captures import install_captures, run_at_end
     from tcx.core.recorder.program import drop_recorder_frames, run_program
 
     warnings.filterwarnings(
@@ -108,6 +108,7 @@ def run(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]:
         features=features,
     )
     exit_event = run_program(spec, writer)
+    run_at_end()
     if spec.get("what_if"):  # `tcx recompiles --what-if`: needs the cache entries of this run
         from tcx.core.recorder.compat_recompiles import evaluate_what_if
 

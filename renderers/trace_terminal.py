@@ -1,0 +1,159 @@
+"""`tcx trace` for people: per compile, each source line followed by the instructions Dynamo ran for it."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from tcx.core.analysis import RunModel
+from tcx.core.explain import backend_info
+from tcx.core.trace_view import TraceCompile, TraceView, shape_guard_text
+from tcx.renderers.explain_terminal import location, short_path
+from tcx.renderers.safe import clean
+from tcx.renderers.source import source_lines
+
+
+def render_header_line(view_name: str, m: RunModel, console: Console, function: str | None = None) -> None:
+    """`tcx VIEW target` and the torch/backend line, as the other views print them."""
+    title = Text(f"tcx {view_name} ", style="title")
+    path, sep, func = m.target.rpartition(":") if m.target.count(":") == 1 else (m.target, "", "")
+    title.append(clean(short_path(path) + sep + func if sep else short_path(m.target)), style="loc")
+    if function:
+        title.append(f"  (frames of {clean(function)})", style="muted")
+    console.print(title)
+    info = Text(f"torch {clean(m.torch_version or '?')}", style="muted")
+    be = backend_info(m)
+    if be["name"]:
+        info.append(" · backend ", style="muted")
+        info.append(clean(be["name"]))
+        if be["reason"]:
+            info.append(f" ({clean(be['reason'])})", style="muted")
+    elif m.source_kind == "trace":
+        info.append(" · from a TORCH_TRACE log", style="muted")
+    elif m.source_kind == "recording":
+        info.append(" · from a saved recording", style="muted")
+    console.print(info)
+
+
+def render_trace(view: TraceView, console: Console, *, limit: int = 400) -> None:
+    render_header_line("trace", view.model, console, view.function_filter)
+    if view.unavailable:
+        console.print(Text(f"per-instruction trace unavailable: {clean(view.unavailable)}", style="warn"))
+        return
+    n = len(view.compiles)
+    scope = f" (of {view.total_compiles})" if n != view.total_compiles else ""
+    console.print(Text(f"{n} compile{'s' if n != 1 else ''} traced{scope}", style="title"))
+    if not view.compiles:
+        console.print(Text("No compile matches the filter.", style="muted"))
+    for comp in view.compiles:
+        console.print()
+        _render_compile(comp, view, console, limit)
+
+
+def _render_compile(comp: TraceCompile, view: TraceView, console: Console, limit: int) -> None:
+    head = Text(f"compile {clean(comp.compile_id)}", style="title")
+    head.append(f" attempt {comp.attempt}" if comp.attempt or comp.restarted else "", style="title")
+    head.append(f" · {clean(comp.function)} ", style="bold")
+    head.append(location(comp.file, comp.firstlineno), style="loc")
+    console.print(head)
+    facts = [f"{len(comp.instructions) + comp.elided} instructions", f"{len(comp.graph_nodes)} graph nodes"]
+    if comp.compiled_at:
+        facts.append(f"graph compiled at {comp.compiled_at['offset']} {comp.compiled_at['opname']}")
+    if comp.graph_break:
+        facts.append(f"graph break at {comp.graph_break['offset']} {comp.graph_break['opname']}")
+    if comp.restarted:
+        facts.append("restarted: traced again as the next attempt")
+    if comp.error and not comp.compiled_at:
+        facts.append(f"ended with {comp.error}")
+    console.print(Text("  " + " · ".join(clean(f) for f in facts), style="muted"))
+    shown = comp.instructions if limit <= 0 else comp.instructions[:limit]
+    where: tuple | None = None
+    for ins in shown:
+        indent = "  " * int(ins.get("depth") or 0)
+        key = (ins.get("function"), ins.get("file"), ins.get("line"))
+        if key != where:
+            if (where is None or key[:2] != where[:2]) and ins.get("depth"):
+                console.print(
+                    Text(f"  {indent}↳ inlined {clean(ins.get('function'))} ", style="muted").append(
+                        location(ins.get("file"), ins.get("line")), style="loc"
+                    )
+                )
+            where = key
+            console.print(_source_row(indent, ins, view))
+        console.print(_ins_row(indent, ins))
+        for extra in _annotations(indent, ins):
+            console.print(extra)
+    hidden = len(comp.instructions) - len(shown) + comp.elided
+    if hidden > 0:
+        console.print(
+            Text(f"  … {hidden} more instruction{'s' if hidden != 1 else ''} not shown", style="warn").append(
+                " (--limit 0 shows all; --compile ID / --function NAME narrow it down)", style="muted"
+            )
+        )
+
+
+def _source_row(indent: str, ins: dict, view: TraceView) -> Text:
+    line = ins.get("line")
+    code = ""
+    lines = source_lines(ins.get("file") or "", view.model.sources) if ins.get("file") else None
+    if lines and isinstance(line, int) and 1 <= line <= len(lines):
+        code = lines[line - 1].strip()
+    row = Text(f"  {indent}{line if line is not None else '?':>4} │ ", style="loc")
+    row.append(clean(code) or "(source not available)", style="bold" if code else "muted")
+    return row
+
+
+def _ins_row(indent: str, ins: dict) -> Text:
+    arg = ins.get("argrepr") or ("" if ins.get("argval") is None else str(ins.get("argval")))
+    row = Text(f"  {indent}     {ins.get('offset', '?'):>4} ")
+    row.append(f"{clean(ins.get('opname')):<24}", style="bold")
+    row.append(f" {clean(arg)[:24]:<14} ")
+    row.append("[" + ", ".join(clean(s) for s in ins.get("stack") or []) + "]", style="muted")
+    return row
+
+
+def _annotations(indent: str, ins: dict) -> list[Text]:
+    pad = f"  {indent}" + " " * 11
+    out = []
+    for node in ins.get("node_details") or []:
+        t = Text(pad + "+ ", style="good")
+        t.append(f"{clean(node.get('op'))} ", style="muted")
+        t.append(clean(node.get("name")), style="good")
+        if node.get("op") not in ("placeholder", "output"):
+            t.append(f" = {clean(node.get('target'))}", style="muted")
+        if node.get("created_as"):
+            t.append(f"  (created as {clean(node['created_as'])})", style="muted")
+        if node.get("erased"):
+            t.append("  erased (dead code)", style="warn")
+        if node.get("subgraph"):
+            t.append("  [subgraph]", style="muted")
+        out.append(t)
+    if ins.get("guards"):
+        out.append(Text(pad + "guard " + ", ".join(clean(g) for g in ins["guards"]), style="muted"))
+    if ins.get("folded") is not None:
+        out.append(
+            Text(pad + f"= folded at trace time: {clean(ins['folded'])} (no graph node)", style="warn")
+        )
+    decided = ins.get("decided")
+    if decided:
+        way = f"jumps to {decided.get('target')}" if decided.get("jumped") else "falls through"
+        t = Text(pad + "◆ branch decided at trace time: ", style="warn")
+        t.append(f"{clean(decided.get('condition'))} → {way}")
+        out.append(t)
+        for g in decided.get("guards") or []:
+            out.append(Text(pad + "  guard that keeps it: " + clean(g), style="muted"))
+    elif ins.get("shape_guards"):
+        for g in ins["shape_guards"]:
+            out.append(Text(pad + "guard " + clean(shape_guard_text(g)), style="muted"))
+    if ins.get("graph_break"):
+        gb = ins["graph_break"]
+        t = Text(pad + "✂ graph break: ", style="bad")
+        t.append(clean(gb.get("gb_type") or ""))
+        if gb.get("reason") and gb.get("reason") != gb.get("gb_type"):
+            t.append(f" ({clean(gb['reason'])})", style="muted")
+        out.append(t)
+    if ins.get("compiled"):
+        out.append(Text(pad + "■ graph compiled here", style="good"))
+    if ins.get("error") and not ins.get("graph_break"):
+        out.append(Text(pad + "! " + clean(ins["error"]), style="warn"))
+    return out
