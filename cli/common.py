@@ -51,3 +51,17 @@ def saved_note(loaded: Any) -> None:
 def finish(model: Any) -> None:
     if target_failed(model):
         sys.exit(EXIT_TARGET)
+
+
+def load_file(path: str) -> Any:
+    """Load a saved recording or TORCH_TRACE log (never runs a program)."""
+    from tcx.cli.session import load as load_target
+    from tcx.core.errors import UsageError
+    from tcx.core.targets import FileTarget, resolve_target
+
+    target = resolve_target(path)
+    if not isinstance(target, FileTarget):
+        raise UsageError(
+            f"{path!r} is not a recording or a log. Record it first: tcx explain {path} --save run.tcx"
+        )
+    return load_target(path)

@@ -90,16 +90,37 @@ def explain(**params: Any) -> None:
     metavar="N",
     help="Budget for compile ids where ranks of a multi-rank log differ.",
 )
+@click.option(
+    "--baseline",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Fail only when this run is worse than the baseline FILE (and say what got worse).",
+)
+@click.option(
+    "--write-baseline",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Write this run's counts and graph breaks to FILE as the baseline.",
+)
 @render_options(("text", "json", "sarif", "github"))
 def check(**params: Any) -> None:
     """Fail (exit 1) when TARGET exceeds a budget: a CI gate on graph breaks and recompiles."""
-    from tcx.core.check import budgets_from, evaluate
+    from tcx.core.check import budgets_from, compare_baseline, evaluate, write_baseline
     from tcx.core.explain import explain as build
     from tcx.renderers.check_output import render_check
 
-    budgets = budgets_from(params)
+    budgets = budgets_from(params, baseline=bool(params["baseline"] or params["write_baseline"]))
     loaded = common.load(params, "eager", DYNAMO_ONLY_REASON)
-    result = evaluate(build(loaded.model, loaded.function), budgets)
+    ex = build(loaded.model, loaded.function)
+    result = evaluate(ex, budgets)
+    if params["baseline"]:
+        result.baseline = params["baseline"]
+        result.worse_than_baseline = compare_baseline(params["baseline"], ex)
+    if params["write_baseline"]:
+        write_baseline(params["write_baseline"], ex)
+        click.echo(f"baseline written to {params['write_baseline']}", err=True)
     render_check(result, params["fmt"], common.console(params))
     if common.target_failed(loaded.model):
         sys.exit(EXIT_TARGET)
@@ -157,7 +178,15 @@ def show(**params: Any) -> None:
 
 # Views with their own module (cli/cmd_*.py) register here; each module imports only click
 # at import time so `tcx --help` stays fast.
-for _module in ("cmd_record", "cmd_recompiles", "cmd_trace"):
+for _module in (
+    "cmd_record",
+    "cmd_diff",
+    "cmd_recompiles",
+    "cmd_graphs",
+    "cmd_fusion",
+    "cmd_codegen",
+    "cmd_trace",
+):
     _cmd = __import__(f"tcx.cli.{_module}", fromlist=["command"]).command
     cli.add_command(_cmd)
 

@@ -35,7 +35,10 @@ def render_check(result: CheckResult, fmt: str, console: Console) -> None:
 def check_json(result: CheckResult) -> dict[str, Any]:
     doc = dict(result.summary)
     doc["schema"] = "tcx.check/1"
-    doc["passed"] = not result.failed
+    doc["passed"] = result.passed
+    doc["baseline"] = (
+        {"file": result.baseline, "worse": result.worse_than_baseline} if result.baseline else None
+    )
     doc["budgets"] = [
         {"option": v.option, "limit": v.limit, "actual": v.actual, "exceeded": v.exceeded}
         for v in result.verdicts
@@ -55,12 +58,17 @@ def render_text(result: CheckResult, console: Console) -> None:
         t.append(f"  {clean(site.gb_type)}", style="gbtype")
         t.append(f"  ×{len(site.occurrences)}", style="muted")
         console.print(t)
-    verdict = (
-        "check failed: " + ", ".join(f"{v.label} {v.actual} > {v.limit}" for v in result.failed)
-        if result.failed
-        else "check passed"
-    )
-    console.print(Text(verdict, style="bad" if result.failed else "good"))
+    if result.baseline:
+        if result.worse_than_baseline:
+            console.print(Text(f"FAIL  worse than the baseline {clean(result.baseline)}:", style="bad"))
+            for item in result.worse_than_baseline:
+                console.print(Text(f"      {clean(item)}"))
+        else:
+            console.print(Text(f"  ok  no worse than the baseline {clean(result.baseline)}", style="good"))
+    reasons = [f"{v.label} {v.actual} > {v.limit}" for v in result.failed]
+    reasons += ["worse than the baseline"] if result.worse_than_baseline else []
+    verdict = "check failed: " + ", ".join(reasons) if reasons else "check passed"
+    console.print(Text(verdict, style="good" if result.passed else "bad"))
 
 
 def rule_id(gb_type: str) -> str:
@@ -115,7 +123,7 @@ def sarif(result: CheckResult) -> dict[str, Any]:
         results.append(
             {
                 "ruleId": rid,
-                "level": "error" if any(v.exceeded for v in result.verdicts) else "warning",
+                "level": "warning" if result.passed else "error",
                 "message": {"text": _message(site)},
                 "locations": [
                     {
@@ -162,7 +170,7 @@ def _gh_escape(text: str, prop: bool = False) -> str:
 
 def github(result: CheckResult) -> str:
     lines = []
-    level = "error" if result.failed else "warning"
+    level = "warning" if result.passed else "error"
     for site in result.explanation.sites:
         title = clean(f"graph break: {site.gb_type}")
         lines.append(
@@ -173,6 +181,8 @@ def github(result: CheckResult) -> str:
         lines.append(
             f"::error title=tcx check::{_gh_escape(f'{v.label}: {v.actual} exceeds {v.option} {v.limit}')}"
         )
-    if not result.failed:
+    for item in result.worse_than_baseline:
+        lines.append(f"::error title=tcx check (baseline)::{_gh_escape(clean(item))}")
+    if result.passed:
         lines.append("::notice title=tcx check::all budgets met")
     return "\n".join(lines) + "\n"

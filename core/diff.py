@@ -1,0 +1,98 @@
+"""`tcx diff A B`: what changed between two runs — breaks, recompiles, graphs, kernels, time.
+
+A break is matched across runs by (type, file name, function, source text of the line),
+so inserting lines above it does not turn it into "removed + added".
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from tcx.core.run_facts import COUNT_KEYS, WORSE_WHEN_HIGHER, site_key
+
+
+@dataclass
+class Diff:
+    a: dict[str, Any]
+    b: dict[str, Any]
+    counts: dict[str, tuple[int, int]]
+    breaks_added: list[dict[str, Any]]
+    breaks_removed: list[dict[str, Any]]
+    breaks_changed: list[tuple[dict[str, Any], dict[str, Any]]]  # occurrences differ
+    kernels_added: list[str]
+    kernels_removed: list[str]
+    compile_time: dict[str, tuple[float | None, float | None]]
+
+    @property
+    def regressions(self) -> list[str]:
+        out = [
+            f"{key}: {a} -> {b}" for key, (a, b) in self.counts.items() if key in WORSE_WHEN_HIGHER and b > a
+        ]
+        out += [f"new graph break: {s['type']} at {s['file']}:{s['line']}" for s in self.breaks_added]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": "tcx.diff/1",
+            "a": {"target": self.a["target"], "torch_version": self.a["torch_version"]},
+            "b": {"target": self.b["target"], "torch_version": self.b["torch_version"]},
+            "counts": {k: {"a": a, "b": b, "delta": b - a} for k, (a, b) in self.counts.items()},
+            "graph_breaks_added": self.breaks_added,
+            "graph_breaks_removed": self.breaks_removed,
+            "graph_breaks_changed": [{"a": x, "b": y} for x, y in self.breaks_changed],
+            "kernels_added": self.kernels_added,
+            "kernels_removed": self.kernels_removed,
+            "compile_time_s": {k: {"a": a, "b": b} for k, (a, b) in self.compile_time.items()},
+            "regressions": self.regressions,
+        }
+
+
+def match_sites(
+    a: list[dict[str, Any]], b: list[dict[str, Any]]
+) -> tuple[list[tuple[dict, dict]], list[dict], list[dict]]:
+    """Pair the breaks of two runs: by (type, file name, function, line text), then ignoring the
+    file name (a renamed script). Returns (pairs, only in a, only in b)."""
+    pairs: list[tuple[dict, dict]] = []
+    left, right = list(a), list(b)
+    for key in (site_key, lambda s: site_key(s)[:1] + site_key(s)[2:]):
+        index: dict[tuple, list[dict]] = {}
+        for s in right:
+            index.setdefault(key(s), []).append(s)
+        unmatched = []
+        for s in left:
+            candidates = index.get(key(s))
+            if candidates:
+                other = candidates.pop(0)
+                pairs.append((s, other))
+                right.remove(other)
+            else:
+                unmatched.append(s)
+        left = unmatched
+    return pairs, left, right
+
+
+def diff(a: dict[str, Any], b: dict[str, Any]) -> Diff:
+    pairs, removed, added = match_sites(a["graph_breaks"], b["graph_breaks"])
+    changed = [(x, y) for x, y in pairs if x["occurrences"] != y["occurrences"]]
+    a_kernels = Counter(_kernel_key(k["name"]) for k in a["kernels"])
+    b_kernels = Counter(_kernel_key(k["name"]) for k in b["kernels"])
+    phases = sorted(set(a["compile_time_s"]) | set(b["compile_time_s"]))
+    return Diff(
+        a=a,
+        b=b,
+        counts={k: (int(a["counts"].get(k, 0)), int(b["counts"].get(k, 0))) for k in COUNT_KEYS},
+        breaks_added=added,
+        breaks_removed=removed,
+        breaks_changed=changed,
+        kernels_added=sorted((b_kernels - a_kernels).elements()),
+        kernels_removed=sorted((a_kernels - b_kernels).elements()),
+        compile_time={p: (a["compile_time_s"].get(p), b["compile_time_s"].get(p)) for p in phases},
+    )
+
+
+def _kernel_key(name: str) -> str:
+    """Kernel names end in a per-graph index (`triton_poi_fused_relu_0`); compare without it."""
+    head, _, tail = name.rpartition("_")
+    return head if tail.isdigit() and head else name

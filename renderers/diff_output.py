@@ -1,0 +1,111 @@
+"""`tcx diff` output: terminal, JSON and Markdown (for a PR comment)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from tcx.core.diff import Diff
+from tcx.renderers.explain_terminal import location
+from tcx.renderers.safe import clean, json_text
+
+LABELS = {
+    "graph_count": "graphs",
+    "graph_break_count": "graph breaks",
+    "unique_graph_break_count": "distinct graph breaks",
+    "compile_count": "compiles",
+    "recompile_count": "recompiles",
+    "failed_frame_count": "failed frames",
+}
+
+
+def render_diff(d: Diff, fmt: str, console: Console) -> None:
+    if fmt == "json":
+        sys.stdout.write(json_text(d.to_json()) + "\n")
+    elif fmt == "markdown":
+        sys.stdout.write(markdown(d))
+    else:
+        terminal(d, console)
+
+
+def _site(s: dict[str, Any]) -> str:
+    return f"{s['type']} at {location(s['file'], s['line'])}" + (f" ({s['code']})" if s.get("code") else "")
+
+
+def terminal(d: Diff, console: Console) -> None:
+    head = Text("tcx diff ", style="title")
+    head.append(clean(d.a["target"]), style="loc")
+    head.append("  →  ", style="muted")
+    head.append(clean(d.b["target"]), style="loc")
+    console.print(head)
+    table = Table(box=None, padding=(0, 2), header_style="muted")
+    for col, justify in (("", "left"), ("A", "right"), ("B", "right"), ("Δ", "right")):
+        table.add_column(col, justify=justify)
+    for key, (a, b) in d.counts.items():
+        delta = b - a
+        style = "bad" if delta > 0 and key != "compile_count" else ("good" if delta < 0 else "muted")
+        table.add_row(LABELS[key], str(a), str(b), Text(f"{delta:+d}", style=style))
+    for phase, (a, b) in d.compile_time.items():
+        table.add_row(f"compile time: {phase} (s)", _num(a), _num(b), Text(_delta(a, b), style="muted"))
+    console.print(table)
+    for title, items, style in (
+        ("graph breaks added", d.breaks_added, "bad"),
+        ("graph breaks removed", d.breaks_removed, "good"),
+    ):
+        if items:
+            console.print(Text(f"{title}:", style=style))
+            for s in items:
+                console.print(Text(f"  + {clean(_site(s))}" if style == "bad" else f"  - {clean(_site(s))}"))
+    for a, b in d.breaks_changed:
+        console.print(Text(f"  ~ {clean(_site(b))}: ×{a['occurrences']} → ×{b['occurrences']}", style="warn"))
+    for title, names in (("kernels added", d.kernels_added), ("kernels removed", d.kernels_removed)):
+        if names:
+            console.print(Text(f"{title}: ", style="muted") + Text(clean(", ".join(names))))
+    if d.regressions:
+        console.print(Text("regressions: " + "; ".join(d.regressions), style="bad"))
+    else:
+        console.print(Text("no regressions", style="good"))
+
+
+def markdown(d: Diff) -> str:
+    def esc(text: object) -> str:
+        return clean(text).replace("|", "\\|").replace("`", "'")
+
+    lines = [
+        f"### tcx diff: `{esc(d.a['target'])}` → `{esc(d.b['target'])}`",
+        "",
+        "| | A | B | Δ |",
+        "|---|---:|---:|---:|",
+    ]
+    for key, (a, b) in d.counts.items():
+        lines.append(f"| {LABELS[key]} | {a} | {b} | {b - a:+d} |")
+    for phase, (a, b) in d.compile_time.items():
+        lines.append(f"| compile time: {phase} (s) | {_num(a)} | {_num(b)} | {_delta(a, b)} |")
+    lines.append("")
+    for title, items in (("Graph breaks added", d.breaks_added), ("Graph breaks removed", d.breaks_removed)):
+        if items:
+            lines.append(f"**{title}**")
+            lines += [f"- {esc(_site(s))}" for s in items]
+            lines.append("")
+    if d.kernels_added or d.kernels_removed:
+        lines.append(
+            f"Kernels added: {esc(', '.join(d.kernels_added)) or 'none'}; "
+            f"removed: {esc(', '.join(d.kernels_removed)) or 'none'}"
+        )
+        lines.append("")
+    lines.append(
+        "**Regressions:** " + ("; ".join(esc(r) for r in d.regressions) if d.regressions else "none")
+    )
+    return "\n".join(lines) + "\n"
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.2f}"
+
+
+def _delta(a: float | None, b: float | None) -> str:
+    return "" if a is None or b is None else f"{b - a:+.2f}"

@@ -1,0 +1,77 @@
+"""`tcx diff` between runs and `tcx check --baseline`: the same program with and without a print."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import PROGRAMS, run_tcx
+
+pytestmark = pytest.mark.torch
+
+PRINT_LINE = '    print("step done")  # a side effect in the middle of the graph\n'
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Recordings of demo.py with its print (after) and without it (before), same file name."""
+    source = (PROGRAMS / "demo.py").read_text()
+    assert PRINT_LINE in source
+    out = {}
+    for name, text in (("before", source.replace(PRINT_LINE, "")), ("after", source)):
+        folder = tmp_path_factory.mktemp(name)
+        (folder / "demo.py").write_text(text)
+        save = folder / "run.tcx"
+        proc = run_tcx("explain", str(folder / "demo.py"), "--save", str(save), "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        out[name] = save
+    return out
+
+
+def test_diff_lists_exactly_the_print_break_as_added(runs):
+    proc = run_tcx("diff", str(runs["before"]), str(runs["after"]), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert [b["type"] for b in doc["graph_breaks_added"]] == ["Failed to trace builtin operator"]
+    assert doc["graph_breaks_added"][0]["code"].startswith('print("step done")')
+    assert doc["graph_breaks_removed"] == []  # the .item() break moved a line down: still matched
+    assert doc["counts"]["graph_break_count"]["delta"] == 1
+    assert any("new graph break" in r for r in doc["regressions"])
+
+
+def test_fail_on_regression_only_when_worse(runs):
+    worse = run_tcx("diff", str(runs["before"]), str(runs["after"]), "--fail-on-regression")
+    assert worse.returncode == 1
+    assert "Failed to trace builtin operator" in worse.stdout
+    better = run_tcx(
+        "diff", str(runs["after"]), str(runs["before"]), "--fail-on-regression", "--format", "json"
+    )
+    assert better.returncode == 0
+    assert [b["type"] for b in json.loads(better.stdout)["graph_breaks_removed"]] == [
+        "Failed to trace builtin operator"
+    ]
+    md = run_tcx("diff", str(runs["before"]), str(runs["after"]), "--format", "markdown").stdout
+    assert md.startswith("### tcx diff") and "| graph breaks | 4 | 5 | +1 |" in md
+
+
+def test_baseline_fails_only_when_worse(runs, tmp_path):
+    base = tmp_path / "baseline.json"
+    wrote = run_tcx("check", str(runs["before"]), "--write-baseline", str(base))
+    assert wrote.returncode == 0 and base.exists()
+    same = run_tcx("check", str(runs["before"]), "--baseline", str(base), "--format", "json")
+    assert same.returncode == 0, same.stdout
+    assert json.loads(same.stdout)["baseline"]["worse"] == []
+    worse = run_tcx("check", str(runs["after"]), "--baseline", str(base))
+    assert worse.returncode == 1
+    assert "worse than the baseline" in worse.stdout and "Failed to trace builtin operator" in worse.stdout
+
+
+def test_baseline_errors(tmp_path, runs):
+    missing = run_tcx("check", str(runs["before"]), "--baseline", str(tmp_path / "nope.json"))
+    assert missing.returncode == 2 and "--write-baseline" in missing.stderr
+    bogus = tmp_path / "bogus.json"
+    bogus.write_text("{}")
+    foreign = run_tcx("check", str(runs["before"]), "--baseline", str(bogus))
+    assert foreign.returncode == 4 and "not a tcx baseline" in foreign.stderr
+    program = run_tcx("diff", str(PROGRAMS / "demo.py"), str(runs["before"]))
+    assert program.returncode == 2 and "Record it first" in program.stderr
