@@ -47,6 +47,30 @@ def attach_trace_handler(handler: logging.Handler) -> str | None:
         return unavailable("the structured trace", exc)
 
 
+def detach_trace_handler(handler: logging.Handler) -> None:
+    try:
+        from torch._logging._internal import trace_log
+
+        trace_log.removeHandler(handler)
+    except (ImportError, AttributeError):
+        pass
+
+
+def caches_disabled(value: bool) -> bool | None:
+    """Set force_disable_caches; return the previous value (None where torch has no such flag)."""
+    config = getattr(getattr(torch, "compiler", None), "config", None)
+    if config is None or not hasattr(config, "force_disable_caches"):
+        return None
+    previous = bool(config.force_disable_caches)
+    config.force_disable_caches = value
+    return previous
+
+
+def reset_dynamo() -> None:
+    """Forget every compiled frame, so the next calls really compile (and are recorded)."""
+    torch._dynamo.reset()
+
+
 def route_torch_logs(handler: logging.Handler) -> str | None:
     """Send torch's own log output (warnings such as the `.item()` one) to `handler`, not stderr."""
     try:
