@@ -66,6 +66,7 @@ KNOWN_EVENTS = frozenset(
 # Recorder event kinds kept in RunModel.recorder_events (see core/recording.py).
 RECORDER_EVENTS = frozenset(
     {"frame_call", "guard_check", "what_if", "frame_calls_dropped", "recompile_config"}
+    | {"fusion", "fusion_note", "partitioner_log", "cuda_preview"}  # graphs/fusion/codegen views
 )
 
 

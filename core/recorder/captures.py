@@ -16,10 +16,16 @@ from collections.abc import Callable
 
 from tcx.core.recording import RecordingWriter
 
-Installer = Callable[[RecordingWriter], "str | None"]
+Installer = Callable[..., "str | None"]  # (writer) or (writer, argument)
 
-# capture name -> "module:function" in the compatibility layer
+# capture name -> "module:function" in the compatibility layer. A name may carry an argument
+# after "=" ("cuda_preview=sm_90"); the installer is then called as installer(writer, argument).
 CAPTURES: dict[str, str] = {
+    "aot_graphs": "tcx.core.recorder.compat_inductor:install_aot_graphs",
+    "fusion": "tcx.core.recorder.compat_inductor:install_fusion",
+    "codegen": "tcx.core.recorder.compat_inductor:install_codegen",
+    "cuda_preview": "tcx.core.recorder.compat_fakecuda:install_cuda_preview",
+    "device": "tcx.core.recorder.compat_fakecuda:install_default_device",
     "recompiles": "tcx.core.recorder.compat_recompiles:install",
     "instructions": "tcx.core.recorder.compat_dynamo:install_instruction_capture",
     "bytecode": "tcx.core.recorder.compat_dynamo:install_bytecode_capture",
@@ -46,14 +52,15 @@ def run_at_end() -> None:
 def install_captures(names: list[str], writer: RecordingWriter) -> dict[str, str | None]:
     status: dict[str, str | None] = {}
     for name in dict.fromkeys(names):
-        target = CAPTURES.get(name)
+        base, has_arg, argument = name.partition("=")
+        target = CAPTURES.get(base)
         if target is None:
             status[name] = f"unknown capture {name!r} (this tcx does not provide it)"
             continue
         module, _, func = target.partition(":")
         installer: Installer = getattr(importlib.import_module(module), func)
         try:
-            status[name] = installer(writer)
+            status[name] = installer(writer, argument) if has_arg else installer(writer)
         except Exception as exc:  # a capture that cannot install degrades its view only
             status[name] = f"{name} could not be installed: {type(exc).__name__}: {exc}"
     return status

@@ -1,0 +1,149 @@
+"""`tcx codegen` for people: kernels with provenance, the wrapper call() annotated, buffer lifetimes."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.table import Table
+from rich.text import Text
+
+from tcx.core.codegen_view import CodegenView, Kernel, Wrapper, lifetimes
+from tcx.renderers.pipeline_common import code, header, user_line_text
+from tcx.renderers.safe import clean
+
+PREVIEW = (
+    "PREVIEW for {arch}: the Triton kernels and wrapper Inductor generates for that GPU, produced on this "
+    "machine without a GPU (fake CUDA device). Dynamo, the joint graph and the forward/backward partition "
+    "ran on the CPU, so decisions made before Inductor's lowering are the CPU's."
+)
+STEP_STYLE = {
+    "alloc": "warn",
+    "launch": "good",
+    "extern": "gbtype",
+    "fallback": "gbtype",
+    "reuse": "count",
+    "alias": "muted",
+    "del": "muted",
+    "return": "title",
+}
+
+
+def render_codegen(
+    view: CodegenView, console: Console, *, lifetimes: bool = True, only_kernel: str | None = None
+) -> None:
+    extra = f"{view.kernel_count} kernel(s), {len(view.extern_calls)} extern call(s)"
+    header("codegen", view.model, console, extra)
+    if view.is_preview:
+        arch = view.target.split(":", 1)[1]
+        console.print(Text(clean(PREVIEW.format(arch=arch)), style="warn"))
+        secs = [o.seconds for o in view.outputs if o.seconds is not None]
+        if secs:
+            console.print(Text(f"preview codegen: {sum(secs):.2f} s for {len(secs)} graph(s)", style="muted"))
+        console.print()
+    if view.unavailable:
+        console.print(Text(f"not available: {clean(view.unavailable)}", style="bad"))
+        return
+    for err in view.preview_errors:
+        console.print(Text(f"preview failed for {clean(err)}", style="bad"))
+    for wrapper in view.wrappers:
+        kernels = [k for k in view.kernels if k.compile_id == wrapper.compile_id and k.graph == wrapper.graph]
+        title = Text(
+            f"compile {clean(wrapper.compile_id)} · {wrapper.graph} · {clean(wrapper.device)}", style="title"
+        )
+        title.append(
+            f"   {len(kernels)} kernel(s), "
+            f"{sum(1 for s in wrapper.launches if s.kind != 'launch')} extern call(s)",
+            style="muted",
+        )
+        console.print(title)
+        for k in kernels:
+            render_kernel(k, console)
+        if only_kernel:
+            continue
+        render_wrapper(wrapper, console)
+        if lifetimes:
+            render_lifetimes(wrapper, console)
+        console.print()
+
+
+def render_kernel(k: Kernel, console: Console) -> None:
+    head = Text("  kernel ", style="muted")
+    head.append(clean(k.name), style="count")
+    head.append(f"  {k.kind} · {clean(k.category)}", style="muted")
+    if k.fused_ops:
+        head.append(f" · fuses {clean(', '.join(k.fused_ops))}", style="muted")
+    console.print(head)
+    o = k.origins
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="muted", justify="right")
+    grid.add_column()
+    nodes = o.get("post_grad_nodes") or o.get("source_nodes")
+    if nodes:
+        grid.add_row("nodes", Text(clean(", ".join(nodes))))
+    if o.get("aten_ops"):
+        grid.add_row("ATen", Text(clean(", ".join(o["aten_ops"]))))
+    for line in o.get("user_lines") or []:
+        grid.add_row("your line", Text(clean(user_line_text(line)), style="loc"))
+    console.print(Padding(grid, (0, 0, 0, 4)))
+    lexer = "cpp" if k.kind == "cpp" else "python"
+    console.print(Padding(code(k.source, lexer), (0, 0, 0, 4)))
+    if k.ptx:
+        console.print(Text(f"    PTX ({len(k.ptx.splitlines())} lines)", style="muted"))
+        console.print(Padding(code(k.ptx, "text"), (0, 0, 0, 4)))
+
+
+def render_wrapper(w: Wrapper, console: Console) -> None:
+    console.print(Text("  wrapper call(), annotated", style="title"))
+    table = Table(box=None, padding=(0, 1), show_header=False)
+    table.add_column(no_wrap=False)
+    table.add_column(style="muted")
+    table.add_row(Text(clean(", ".join(w.inputs)) + " = args", style="muted"), Text("inputs"))
+    for s in w.steps:
+        note = s.note
+        if s.kind in ("launch", "extern", "fallback"):
+            what = "launch" if s.kind == "launch" else "extern call (vendor library / ATen)"
+            note = what + (f" · {', '.join(s.source_nodes)}" if s.source_nodes else "")
+            note += f" · {', '.join(s.aten)}" if s.aten else ""
+        elif s.kind == "return":
+            note = "returns " + ", ".join(s.buffers)
+        table.add_row(Text(clean(s.text), style=STEP_STYLE.get(s.kind, "")), Text(clean(f"{s.kind}: {note}")))
+    console.print(Padding(table, (0, 0, 0, 4)))
+    allocs = w.allocations
+    total = sum(b.bytes or 0 for b in allocs)
+    reuse = sum(1 for b in w.buffers if b.origin == "reuse")
+    console.print(
+        Padding(
+            Text(
+                f"{len(allocs)} allocation(s), {total} bytes; {reuse} reuse(s); "
+                f"returns {', '.join(w.returns) or 'nothing'}",
+                style="muted",
+            ),
+            (0, 0, 0, 4),
+        )
+    )
+
+
+def render_lifetimes(w: Wrapper, console: Console, cell: int = 4) -> None:
+    rows = lifetimes(w)
+    if not rows or not w.launches:
+        return
+    console.print(Text("  buffer lifetimes (time → launches in call order)", style="title"))
+    width = max(len(r.label) for r in rows) + 2
+    lines = []
+    for i, s in enumerate(w.launches):
+        lines.append(f"{i:>3}  {s.name}")
+    console.print(Padding(Text(clean("\n".join(lines)), style="muted"), (0, 0, 0, 4)))
+    scale = " " * width + "".join(f"{i:<{cell}}" for i in range(len(w.launches)))
+    console.print(Padding(Text(scale, style="muted"), (0, 0, 0, 4)))
+    for r in rows:
+        bar = ""
+        for i in range(len(w.launches)):
+            if r.first <= i <= r.last:
+                left = "#" if i == r.first else "="
+                bar += left + "=" * (cell - 1) if i < r.last else left + "#" + " " * (cell - 2)
+            else:
+                bar += " " * cell
+        text = Text(f"{clean(r.label):<{width}}", style="count" if r.storage == r.name else "")
+        text.append(bar.rstrip(), style="good" if r.end == "returned" else "")
+        text.append(f"  {r.end}", style="muted")
+        console.print(Padding(text, (0, 0, 0, 4)))
