@@ -186,6 +186,7 @@ for _module in (
     "cmd_fusion",
     "cmd_codegen",
     "cmd_trace",
+    "cmd_guards",
 ):
     _cmd = __import__(f"tcx.cli.{_module}", fromlist=["command"]).command
     cli.add_command(_cmd)

@@ -24,6 +24,22 @@ Written by the `recompiles` capture (core/recorder/compat_recompiles.py), additi
                          (check_verbose) and the actual values it read, for every frame
     what_if              after the run, one `--what-if` input checked against every entry
 
+Written by the Dynamo captures (core/recorder/compat_dynamo.py), additive in format 1:
+
+    trace_instructions   `instructions` capture, one per compile id and attempt: function, file,
+                         instructions[] (depth, function, line, offset, opname, argval, stack
+                         before it as strings, nodes[] created with final name / created_as /
+                         erased / subgraph, guards installed, shape_guards, branch, graph_break,
+                         exc), elided (past 50000), unattributed_nodes
+    bytecode             `bytecode` capture, one per compiled frame: original and transformed
+                         dis rows, transformed_source (+ original_source of a resume function)
+                         decompiled by depyf or annotated dis (`*_how`), calls (graphs/resumes)
+    guards               `guards` capture, one per new cache entry: Dynamo's guard list (kind,
+                         source, text from the guard tree, user file/line/code), shape_env_guards,
+                         epilogue (symbolic-shape guard text), tree (the guard tree as torch prints it)
+    cache_entries        `guards` capture, after the run: per code object, the compile ids of
+                         its cache entries still alive, most recently used first
+
 Events are flushed as they happen, so a crash, `sys.exit`, segfault or timeout keeps
 everything recorded until then. Loading never executes code (JSON only, no pickle).
 

@@ -1,0 +1,281 @@
+"""The guards view's facts: every cache entry of every compiled frame and what its guards protect.
+
+Pure and torch-free. A live run records one `guards` event per new cache entry (Dynamo's
+own guard list, the one compilation_metrics counts, with the guard tree's text) and a
+`cache_entries` event per code object at the end. A TORCH_TRACE log has torch's
+`dynamo_cpp_guards_str` tree instead: its leaves are parsed and grouped the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcx import __version__
+from tcx.core.analysis import RunModel, resume_target
+from tcx.core.explain import backend_info, program_status
+from tcx.core.trace_view import shape_guard_text, tensor_match_text
+
+SCHEMA = "tcx.guards/1"
+_ROOT = re.compile(r"^(?P<scope>[LG])\[['\"](?P<name>[^'\"]+)['\"]\]")
+_USER_LOC = re.compile(r"#\s*(?P<code>[^#]*?)\s*#\s*(?P<file>[^#]+?):(?P<line>\d+) in (?P<fn>[\w<>.]+)")
+_LEAF = re.compile(r"^(?P<bars>(?:\| )*)\+- (?P<kind>[A-Z_]+): (?P<text>.*)$")
+_MANAGER = re.compile(r"^(?P<bars>(?:\| )*)\+- \w*GuardManager: source=(?P<source>.+?), accessed_by=")
+STATE_KINDS = {
+    "GRAD_MODE",
+    "GLOBAL_STATE",
+    "DETERMINISTIC_ALGORITHMS",
+    "TORCH_FUNCTION_STATE",
+    "TORCH_FUNCTION_MODE_STACK",
+    "DEFAULT_DEVICE",
+    "AUTOGRAD_SAVED_TENSORS_HOOKS",
+    "LAMBDA_GUARD",
+}
+IDENTITY_KINDS = {"ID_MATCH", "MODULE_MATCH", "BUILTIN_MATCH", "CLASS_MATCH", "NN_MODULE", "FUNCTION_MATCH"}
+ORDER = ["input tensor", "local", "closure", "module/object", "global", "global state", "symbolic shapes"]
+
+
+@dataclass
+class Guard:
+    kind: str
+    source: str
+    text: list[str]
+    file: str | None = None
+    line: int | None = None
+    code: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "source": self.source,
+            "text": self.text,
+            "file": self.file,
+            "line": self.line,
+            "code": self.code,
+        }
+
+
+@dataclass
+class Group:
+    category: str
+    subject: str
+    guards: list[Guard] = field(default_factory=list)
+    summary: str | None = None  # e.g. the tensor's dtype/shape/stride for an input
+
+
+@dataclass
+class Entry:
+    compile_id: str | None
+    function: str
+    file: str | None
+    guards: list[Guard]
+    groups: list[Group]
+    torch_guard_count: int | None
+    shape_relations: list[str]
+    alive: bool | None
+    origin: str  # "live" (Dynamo's guard list) or "tree" (leaves of dynamo_cpp_guards_str)
+
+    @property
+    def guard_count(self) -> int:
+        return len(self.guards)
+
+
+@dataclass
+class GuardsView:
+    model: RunModel
+    entries: list[Entry]
+    unavailable: str | None
+    function_filter: str | None = None
+
+
+def build_guards(model: RunModel, function: str | None = None, compile_id: str | None = None) -> GuardsView:
+    events = model.recording.events if model.recording else []
+    alive: dict[str, bool] = {}
+    saw_cache_walk = False
+    for e in events:
+        if e.get("kind") == "cache_entries":
+            saw_cache_walk = True
+            for cid in e.get("compile_ids") or []:
+                alive[cid] = True
+    entries = [
+        _live_entry(e, model, alive if saw_cache_walk else None) for e in events if e.get("kind") == "guards"
+    ]
+    entries = [e for e in entries if e is not None]
+    if not entries:
+        entries = [_tree_entry(ev, model) for ev in model.trace_events if ev.name == "dynamo_cpp_guards_str"]
+    reason = None
+    if not entries:
+        features = (model.run_start or {}).get("features") or {}
+        reason = features.get("guards") or "no compiled frame produced guards in this run"
+    if compile_id:
+        entries = [e for e in entries if e.compile_id == compile_id]
+    if function:
+        entries = [e for e in entries if _belongs(e, model, function)]
+    return GuardsView(model=model, entries=entries, unavailable=reason, function_filter=function)
+
+
+def _belongs(entry: Entry, model: RunModel, function: str) -> bool:
+    if entry.function == function:
+        return True
+    comp = model.compiles.get(entry.compile_id or "")
+    resumed = resume_target(comp) if comp else None
+    return bool(resumed and resumed[0] == function)
+
+
+def _live_entry(e: dict[str, Any], model: RunModel, alive: dict[str, bool] | None) -> Entry | None:
+    if e.get("error"):
+        return None
+    guards = []
+    for g in e.get("guards") or []:
+        guards.append(
+            Guard(
+                kind=str(g.get("kind") or "?"),
+                source=str(g.get("source") or ""),
+                text=[str(t) for t in g.get("text") or []],
+                file=g.get("file"),
+                line=g.get("line"),
+                code=str(g.get("code") or ""),
+            )
+        )
+    relations = [shape_guard_text(s) for s in e.get("shape_env_guards") or []]
+    cid = e.get("compile_id")
+    comp = model.compiles.get(cid or "")
+    return Entry(
+        compile_id=cid,
+        function=str(e.get("function") or "?"),
+        file=e.get("file"),
+        guards=guards,
+        groups=group_guards(guards),
+        torch_guard_count=comp.guard_count if comp else None,
+        shape_relations=relations,
+        alive=None if alive is None else bool(alive.get(cid or "")),
+        origin="live",
+    )
+
+
+def _tree_entry(ev: Any, model: RunModel) -> Entry:
+    guards = parse_guard_tree(ev.payload or "")
+    comp = model.compiles.get(ev.compile_id or "")
+    relations = [g.text[0] for g in guards if g.kind == "SHAPE_ENV" and g.text]
+    return Entry(
+        compile_id=ev.compile_id,
+        function=(comp.co_name if comp and comp.co_name else "?"),
+        file=comp.co_filename if comp else None,
+        guards=guards,
+        groups=group_guards(guards),
+        torch_guard_count=comp.guard_count if comp else None,
+        shape_relations=relations,
+        alive=None,
+        origin="tree",
+    )
+
+
+def parse_guard_tree(text: str) -> list[Guard]:
+    """The leaves of torch's `TREE_GUARD_MANAGER` dump, each with the source of the manager above it."""
+    guards: list[Guard] = []
+    sources: list[tuple[int, str]] = []  # (depth, source) of the managers above the current line
+    for raw in text.splitlines():
+        m = _MANAGER.match(raw)
+        if m:
+            depth = len(m.group("bars")) // 2
+            sources = [s for s in sources if s[0] < depth] + [(depth, m.group("source"))]
+            continue
+        m = _LEAF.match(raw)
+        if not m:
+            continue
+        depth = len(m.group("bars")) // 2
+        above = [s for d, s in sources if d < depth]
+        kind = m.group("kind")
+        body = m.group("text")
+        if kind == "LAMBDA_GUARD" and ("<=" in body or ">=" in body or " < " in body or " > " in body):
+            kind = "SHAPE_ENV" if "size()" in body or "stride()" in body else kind
+        guards.append(
+            _with_location(Guard(kind=kind, source=above[-1] if above else "", text=[body.strip()]))
+        )
+    return guards
+
+
+def _with_location(g: Guard) -> Guard:
+    for t in g.text:
+        m = _USER_LOC.search(t)
+        if m:
+            g.file, g.line, g.code = m.group("file").strip(), int(m.group("line")), m.group("code").strip()
+            break
+    return g
+
+
+def classify(g: Guard, tensor_sources: set[str]) -> tuple[str, str]:
+    """(category, subject) of what a guard protects."""
+    if g.kind == "SHAPE_ENV":
+        return "symbolic shapes", ""
+    if not g.source or (g.kind in STATE_KINDS and not g.source.startswith(("L[", "G["))):
+        return "global state", ""
+    m = _ROOT.match(g.source)
+    if not m:
+        return "global state" if g.kind in STATE_KINDS else "module/object", g.source
+    scope, name = m.group("scope"), m.group("name")
+    root = m.group(0)
+    if "__closure__" in g.source or "cell_contents" in g.source:
+        return "closure", name
+    if scope == "L":
+        if root in tensor_sources:
+            return "input tensor", name
+        if name == "self" or g.kind in IDENTITY_KINDS or "." in g.source[len(root) :]:
+            return "module/object", name
+        return "local", name
+    return "global", name
+
+
+def group_guards(guards: list[Guard]) -> list[Group]:
+    tensor_sources = {g.source for g in guards if g.kind == "TENSOR_MATCH"}
+    groups: dict[tuple[str, str], Group] = {}
+    for g in guards:
+        key = classify(g, tensor_sources)
+        group = groups.setdefault(key, Group(category=key[0], subject=key[1]))
+        group.guards.append(g)
+        if g.kind == "TENSOR_MATCH" and group.summary is None:
+            group.summary = next((s for s in map(tensor_match_text, g.text) if s), None)
+    return sorted(
+        groups.values(),
+        key=lambda gr: (ORDER.index(gr.category) if gr.category in ORDER else len(ORDER), gr.subject),
+    )
+
+
+def to_json(view: GuardsView) -> dict[str, Any]:
+    m = view.model
+    return {
+        "schema": SCHEMA,
+        "tcx_version": __version__,
+        "torch_version": m.torch_version,
+        "target": m.target,
+        "source_kind": m.source_kind,
+        "backend": backend_info(m),
+        "program": program_status(m),
+        "unavailable_reason": view.unavailable,
+        "entry_count": len(view.entries),
+        "entries": [_entry_json(e) for e in view.entries],
+    }
+
+
+def _entry_json(e: Entry) -> dict[str, Any]:
+    return {
+        "compile_id": e.compile_id,
+        "function": e.function,
+        "file": e.file,
+        "guard_count": e.guard_count,
+        "torch_guard_count": e.torch_guard_count,
+        "counted_as": "dynamo guards" if e.origin == "live" else "guard tree leaves",
+        "alive_at_end": e.alive,
+        "shape_relations": e.shape_relations,
+        "groups": [
+            {
+                "category": g.category,
+                "subject": g.subject,
+                "summary": g.summary,
+                "guards": [x.to_json() for x in g.guards],
+            }
+            for g in e.groups
+        ],
+        "guards": [g.to_json() for g in e.guards],
+    }

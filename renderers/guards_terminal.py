@@ -1,0 +1,73 @@
+"""`tcx guards` for people: per cache entry, its guards grouped by what they protect."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from tcx.core.guards import Entry, Guard, GuardsView
+from tcx.core.trace_view import tensor_match_text
+from tcx.renderers.explain_terminal import location, short_path
+from tcx.renderers.safe import clean
+from tcx.renderers.trace_terminal import render_header_line
+
+
+def render_guards(view: GuardsView, console: Console, *, full: bool = False) -> None:
+    render_header_line("guards", view.model, console, view.function_filter)
+    if view.unavailable and not view.entries:
+        console.print(Text(f"no guards: {clean(view.unavailable)}", style="warn"))
+        return
+    n = len(view.entries)
+    console.print(Text(f"{n} cache entr{'ies' if n != 1 else 'y'}", style="title"))
+    for entry in view.entries:
+        console.print()
+        _render_entry(entry, console, full)
+
+
+def _render_entry(e: Entry, console: Console, full: bool) -> None:
+    head = Text(f"entry {clean(e.compile_id)}", style="title")
+    head.append(f" · {clean(e.function)} ", style="bold")
+    head.append(clean(short_path(e.file)), style="loc")
+    console.print(head)
+    what = "guards" if e.origin == "live" else "guard-tree leaves (from the log)"
+    facts = Text(f"  {e.guard_count} {what}", style="muted")
+    if e.torch_guard_count is not None:
+        facts.append(f" · torch counted {e.torch_guard_count}", style="muted")
+    if e.alive is not None:
+        facts.append(
+            " · still in the cache at exit" if e.alive else " · no longer in the cache at exit", style="muted"
+        )
+    console.print(facts)
+    for group in e.groups:
+        title = Text(f"  {group.category}", style="bold")
+        if group.subject:
+            title.append(f" {clean(group.subject)}", style="loc")
+        if group.summary:
+            title.append(f"  {clean(group.summary)}")
+        console.print(title)
+        for g in group.guards:
+            console.print(_guard_row(g, full))
+    for rel in e.shape_relations if e.origin == "live" else []:
+        console.print(Text(f"    relation {clean(rel)}", style="warn"))
+
+
+def _guard_row(g: Guard, full: bool) -> Text:
+    row = Text(f"    {clean(g.kind):<24} ", style="bold")
+    if g.source:
+        row.append(f"{clean(g.source)} ", style="loc")
+    texts = g.text if full else g.text[:1]
+    if g.kind == "TENSOR_MATCH" and not full:
+        texts = [tensor_match_text(t) or t for t in texts]
+    body = " | ".join(clean(t.split("  #", 1)[0].strip()) for t in texts)
+    if g.kind == "SHAPE_ENV" and not body:
+        body = "(no symbolic-shape relations: every size was specialized)"
+    if body and not full and len(body) > 100:
+        body = body[:99] + "…"
+    if body:
+        row.append(body, style="muted")
+    if g.line is not None:
+        row.append("\n" + " " * 29 + "← ", style="muted")
+        row.append(location(g.file, g.line), style="loc")
+        if g.code:
+            row.append(f"  {clean(g.code)}")
+    return row
