@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from tcx.core.analysis import RunModel, build_model
 from tcx.core.errors import UsageError
@@ -33,7 +37,9 @@ def load(target_text: str, opts: object | None = None) -> Loaded:
 def _record(target: ProgramTarget, opts: object | None) -> Loaded:
     from tcx.core import driver
 
-    run = driver.record(target, opts or driver.RunOptions())
+    opts = opts or driver.RunOptions()
+    with live_status(enabled=not getattr(opts, "show_output", False)) as progress:
+        run = driver.record(target, opts, progress)
     try:
         model = build_model(load_recording(run.path), "live")
         files = [f.file for b in model.graph_breaks for f in b.user_stack if frame_origin(f.file) == "user"]
@@ -59,6 +65,22 @@ def _record(target: ProgramTarget, opts: object | None) -> Loaded:
     # frame may be `forward` of a module); a filter is only needed when the program ran.
     function = None if model.calls else target.function
     return Loaded(model, function, saved_to=save)
+
+
+@contextmanager
+def live_status(enabled: bool) -> Iterator[Callable[[Any], None] | None]:
+    """A status line on stderr while a long compile runs; nothing when stderr is not a terminal."""
+    if not (enabled and sys.stderr.isatty()):
+        yield None
+        return
+    from rich.console import Console
+
+    with Console(stderr=True).status("starting the program", spinner="dots") as status:
+
+        def update(progress: Any) -> None:
+            status.update(progress.describe())
+
+        yield update
 
 
 class RecorderError(Exception):

@@ -16,15 +16,18 @@ import sys
 import tempfile
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tcx.core.progress import Progress, RecordingFollower
 from tcx.core.recording import RecordingWriter, save_copy, write_header
 from tcx.core.targets import ProgramTarget
 
 OUTPUT_TAIL_LINES = 30
+POLL_S = 0.25
 MAX_SOURCE_BYTES = 1_000_000
 
 
@@ -58,7 +61,10 @@ class LiveRun:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def record(target: ProgramTarget, opts: RunOptions) -> LiveRun:
+def record(
+    target: ProgramTarget, opts: RunOptions, progress: Callable[[Progress], None] | None = None
+) -> LiveRun:
+    """Run the target under the recorder; `progress` is called a few times a second while it runs."""
     workdir = Path(tempfile.mkdtemp(prefix="tcx-run-"))
     path = workdir / "run.tcx"
     write_header(
@@ -97,7 +103,7 @@ def record(target: ProgramTarget, opts: RunOptions) -> LiveRun:
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
         try:
-            proc.wait(timeout=opts.timeout)
+            _wait(proc, opts.timeout, RecordingFollower(path) if progress else None, progress)
         except subprocess.TimeoutExpired:
             timed_out = True
             _kill(proc)
@@ -119,6 +125,26 @@ def record(target: ProgramTarget, opts: RunOptions) -> LiveRun:
     writer.close()
     run = LiveRun(path=path, workdir=workdir, returncode=rc, timed_out=timed_out, interrupted=interrupted)
     return run
+
+
+def _wait(
+    proc: subprocess.Popen[Any],
+    timeout: float | None,
+    follower: RecordingFollower | None,
+    progress: Callable[[Progress], None] | None,
+) -> None:
+    if follower is None or progress is None:
+        proc.wait(timeout=timeout)
+        return
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        try:
+            proc.wait(timeout=POLL_S)
+            return
+        except subprocess.TimeoutExpired:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+            progress(follower.poll())
 
 
 def attach_sources(path: Path, files: list[str]) -> None:
