@@ -187,6 +187,8 @@ for _module in (
     "cmd_codegen",
     "cmd_trace",
     "cmd_guards",
+    "cmd_bytecode",
+    "cmd_completion",
 ):
     _cmd = __import__(f"tcx.cli.{_module}", fromlist=["command"]).command
     cli.add_command(_cmd)
