@@ -676,8 +676,12 @@ CAUSES = {
 def _explain(call: Call, calls: list[Call], model: RunModel, limit: dict[str, Any]) -> None:
     if call.outcome == "eager":
         cfg = call.limit or limit
-        call.cause = CAUSES["recompile_limit"] if (limit.get("hit") or call.failed_guards) else "not compiled"
-        call.remedy = _limit_remedy(call, calls, cfg)
+        if limit.get("hit") or call.failed_guards:
+            call.cause = CAUSES["recompile_limit"]
+            call.remedy = _limit_remedy(call, calls, cfg)
+        else:
+            call.cause = "not compiled (Dynamo skipped the frame or its compile failed)"
+            call.remedy = f"Run `tcx explain` on this target to see why {call.function} was not compiled."
         return
     if call.outcome != "recompile" or not call.failed_guards:
         return

@@ -18,7 +18,7 @@ OUTCOME_STYLE = {"compile": "warn", "hit": "good", "recompile": "bad", "eager": 
 def render_recompiles(rep: RecompileReport, console: Console) -> None:
     _header(rep, console)
     render_program_status(_Shim(rep), console)  # type: ignore[arg-type]
-    for call in rep.eager_calls[:1]:
+    for call in [c for c in rep.eager_calls if c.cause == "recompile limit"][:1]:
         _shout_limit(rep, call, console)
     _timeline(rep, console)
     _entries(rep, console)
@@ -153,6 +153,8 @@ def _timeline(rep: RecompileReport, console: Console) -> None:
             detail.append(f"  new entry {call.entry}")
             if call.cause:
                 detail.append(f"  — {call.cause}", style="warn")
+        elif call.outcome == "eager" and call.cause != "recompile limit":
+            detail.append(f"  {call.cause}", style="bad")
         elif call.outcome == "eager":
             cfg = call.limit or rep.limit
             detail.append(
