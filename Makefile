@@ -13,7 +13,7 @@ help:  ## list the targets
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check "$(TORCH_PIN)"
-	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[torch,dev]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[torch,dev,cuda-preview]"
 	touch $(STAMP)
 
 setup: $(STAMP)  ## create .venv with the CPU build of torch and tcx (editable)

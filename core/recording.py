@@ -39,6 +39,16 @@ Written by the Dynamo captures (core/recorder/compat_dynamo.py), additive in for
                          epilogue (symbolic-shape guard text), tree (the guard tree as torch prints it)
     cache_entries        `guards` capture, after the run: per code object, the compile ids of
                          its cache entries still alive, most recently used first
+    fusion               `fusion` capture, one per Scheduler.fuse_nodes: compile_id, graph
+                         (forward/backward/inference), device, preview (CUDA preview's lowering),
+                         nodes[] before fusion (name, type, kind, origins[] {node, op}, user_lines,
+                         buffers, kernel for extern, size), groups[] after (name, type, members),
+                         decisions[] ({kind: fuse|no_fuse, node1, node2, reason: WhyNoFuse text})
+    fusion_note          `fusion` capture, a fusion decision logged outside fuse_nodes
+    partitioner_log      `aot_graphs` capture, the min-cut partitioner's debug log line
+    cuda_preview         `cuda_preview=sm_XX[+ptx]` capture, one per partitioned graph: arch,
+                         compile_id, graph, source (the wrapper module Inductor generated for a
+                         fake CUDA device, kernels embedded), seconds, error, ptx {kernel: text}
 
 Events are flushed as they happen, so a crash, `sys.exit`, segfault or timeout keeps
 everything recorded until then. Loading never executes code (JSON only, no pickle).
