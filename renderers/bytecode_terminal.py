@@ -1,0 +1,84 @@
+"""`tcx bytecode` for people: original | transformed side by side, the decompiled code, and the chain."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from tcx.core.bytecode_view import BytecodeView, Frame
+from tcx.renderers.explain_terminal import location
+from tcx.renderers.safe import clean
+from tcx.renderers.trace_terminal import render_header_line
+
+
+def render_bytecode(view: BytecodeView, console: Console) -> None:
+    render_header_line("bytecode", view.model, console, view.function_filter)
+    if not view.frames:
+        console.print(Text(f"no bytecode: {clean(view.unavailable or 'nothing matched')}", style="warn"))
+        return
+    n = len(view.frames)
+    console.print(Text(f"{n} compiled frame{'s' if n != 1 else ''}", style="title"))
+    for frame in view.frames:
+        console.print()
+        _render_frame(frame, console)
+
+
+def _rows(rows: list[dict]) -> Text:
+    t = Text()
+    for r in rows:
+        line = f"{r['line']:>4} " if r.get("line") is not None else "     "
+        mark = ">>" if r.get("target") else "  "
+        t.append(line, style="loc")
+        t.append(f"{mark}{r['offset']:>4} {clean(r['opname'])} ", style="bold" if r.get("target") else "")
+        t.append(clean(r.get("argrepr") or ""), style="muted")
+        t.append("\n")
+    return t
+
+
+def _render_frame(f: Frame, console: Console) -> None:
+    head = Text(f"compile {clean(f.compile_id)}", style="title")
+    head.append(f" · {clean(f.function)} ", style="bold")
+    head.append(location(f.file, f.firstlineno), style="loc")
+    console.print(head)
+    table = Table(show_edge=False, box=None, pad_edge=False, expand=True)
+    table.add_column(f"original ({len(f.original)} instructions)", ratio=1)
+    table.add_column(f"transformed by Dynamo ({len(f.transformed)} instructions)", ratio=1)
+    table.add_row(_rows(f.original), _rows(f.transformed))
+    console.print(table)
+    if f.original_source:
+        console.print(Text("  resume function, decompiled:", style="bold"))
+        console.print(
+            Syntax(clean(f.original_source), "python", theme="ansi_dark", background_color="default")
+        )
+    if f.transformed_source:
+        how = "depyf" if f.decompiled_with == "depyf" else "annotated dis (depyf could not decompile it)"
+        console.print(Text(f"  transformed code as Python ({how}):", style="bold"))
+        lexer = "python" if f.decompiled_with == "depyf" else "text"
+        console.print(
+            Syntax(clean(f.transformed_source), lexer, theme="ansi_dark", background_color="default")
+        )
+    elif f.transformed:
+        console.print(
+            Text("  (decompiled source needs a live run: this log has dis text only)", style="muted")
+        )
+    if f.calls:
+        console.print(Text("  calls, in order:", style="bold"))
+        for c in f.calls:
+            t = Text("    → ")
+            if c.get("kind") == "graph":
+                t.append(f"compiled graph {clean(c['name'])}", style="good")
+                t.append(f" (compile {clean(c['compile_ids'][0])})", style="muted")
+            else:
+                t.append(f"resume function {clean(c['name'])}", style="warn")
+                if c.get("resume_function"):
+                    t.append(f" = {clean(c['resume_function'])}", style="muted")
+                ids = c.get("compile_ids") or []
+                t.append(
+                    f", compiled as {', '.join(clean(i) for i in ids)}"
+                    if ids
+                    else ", not compiled in this run",
+                    style="muted",
+                )
+            console.print(t)
