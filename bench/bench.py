@@ -18,6 +18,8 @@ Measurements:
    program run through a small wrapper that forces the same backend onto torch.compile
    and disables caches the way tcx's recorder does. One extra `--save` run splits tcx's
    time into the recorder child and the parent (start-up, analysis, rendering).
+4. Per-instruction capture: `tcx trace models/tiny_llama.py --format json` (Dynamo's
+   simulated stack and FX nodes per instruction) against `tcx explain` of the same program.
 
 Flags: `--runs N` (default 3), `--quick` (one run), `--skip-inductor` (skip the slow
 measurement 1), `--backend B` (measurement 3), `--output FILE`.
@@ -53,6 +55,7 @@ GOAL_EXPLAIN_RATIO = 0.33
 GOAL_OVERHEAD_RATIO = 1.10
 GOAL_HELP_S = 0.30
 GOAL_INGEST_RATIO = 1.0
+GOAL_TRACE_RATIO = 1.50
 LARGE_LOG_DIR = RESULTS / "large_trace"
 
 # Cheap commands (start-up timings) get at least this many samples: one run is noise.
@@ -260,6 +263,41 @@ def explain_vs_program(runs: int) -> dict[str, Any]:
     )
 
 
+def trace_check(stdout: str) -> None:
+    """`tcx trace --format json` printed its schema with instructions recorded."""
+    try:
+        report = json.loads(stdout)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"tcx trace did not print JSON ({exc}): {stdout[:200]!r}") from exc
+    if report.get("schema") != "tcx.trace/1" or not report.get("compiles"):
+        raise BenchError("tcx trace recorded no per-instruction trace")
+
+
+def trace_capture_cost(runs: int) -> dict[str, Any]:
+    """The per-instruction capture (`tcx trace`) against `tcx explain` without it, same program."""
+    rel = str((PROGRAMS / "models" / "tiny_llama.py").relative_to(ROOT))
+    tcx = Command(
+        "tcx trace (eager, per-instruction capture)",
+        [*tcx_argv(), "trace", rel, "--format", "json", "--limit", "100"],
+        fresh_cache=True,
+        check=trace_check,
+    )
+    plain = Command(
+        "tcx explain (eager)",
+        [*tcx_argv(), "explain", rel, "--format", "json"],
+        fresh_cache=True,
+        check=explain_check("eager"),
+    )
+    measure([tcx, plain], runs)
+    return comparison(
+        "per-instruction capture",
+        "models/tiny_llama.py (2 layers): tcx trace --format json --limit 100 vs tcx explain --format json",
+        tcx,
+        plain,
+        GOAL_TRACE_RATIO,
+    )
+
+
 def recording_overhead(runs: int, backend: str, workdir: Path) -> dict[str, Any]:
     program = PROGRAMS / "seed_f.py"
     rel = str(program.relative_to(ROOT))
@@ -388,6 +426,70 @@ def ingest_vs_tlparse(runs: int, regenerate: bool, workdir: Path) -> dict[str, A
     )
 
 
+GOAL_CODEGEN_RENDER_S = 1.0
+
+
+def codegen_render(runs: int, workdir: Path) -> dict[str, Any]:
+    """`tcx codegen` rendering a saved recording of a 2-layer transformers model (no torch run)."""
+    saved = workdir / "llama.tcx.gz"
+    record = Command(
+        "record tiny llama",
+        [*tcx_argv(), "codegen", str(PROGRAMS / "models" / "tiny_llama.py"), "--format", "json",
+         "--save", str(saved)],
+    )  # fmt: skip
+    run_once(record)  # untimed: the recording the render rows read
+    text = Command("tcx codegen SAVED (text)", [*tcx_argv(), "codegen", str(saved), "--no-color"])
+    as_json = Command(
+        "tcx codegen SAVED --format json", [*tcx_argv(), "codegen", str(saved), "--format", "json"]
+    )
+    floor = Command("python -c pass", [PYTHON, "-c", "pass"])
+    run_once(text)
+    measure([text, as_json, floor], max(runs, MIN_CHEAP_RUNS), quiet=True)
+    seconds = text.median_wall()
+    return {
+        "name": "codegen render, 2-layer llama (saved)",
+        "tcx": text.summary(),
+        "json": as_json.summary(),
+        "reference": floor.summary(),
+        "ratio_wall": round(seconds / floor.median_wall(), 4),
+        "diff_wall_s": round(seconds - floor.median_wall(), 4),
+        "recording_bytes": saved.stat().st_size,
+        "goal_s_max": GOAL_CODEGEN_RENDER_S,
+        "ok": seconds < GOAL_CODEGEN_RENDER_S and as_json.median_wall() < GOAL_CODEGEN_RENDER_S,
+    }
+
+
+def preview_overhead(runs: int) -> dict[str, Any] | None:
+    """What `--target cuda:sm_90` adds to `tcx codegen` of the seed's f (fwd+bwd), and per graph."""
+    try:
+        import importlib.util
+
+        if importlib.util.find_spec("triton") is None:
+            print("  triton is not installed: skipping the CUDA preview row", file=sys.stderr)
+            return None
+    except ImportError:
+        return None
+    target = [str(PROGRAMS / "seed_f.py") + ":f", "--call", "128x32:grad,32x64:grad,64:grad"]
+    per_graph: list[float] = []
+
+    def keep_seconds(stdout: str) -> None:
+        per_graph.extend(json.loads(stdout).get("preview_seconds") or [])
+
+    preview = Command(
+        "tcx codegen f --target cuda:sm_90",
+        [*tcx_argv(), "codegen", *target, "--target", "cuda:sm_90", "--format", "json"],
+        fresh_cache=True,
+        check=keep_seconds,
+    )
+    plain = Command("tcx codegen f", [*tcx_argv(), "codegen", *target, "--format", "json"], fresh_cache=True)
+    measure([preview, plain], runs)
+    what = "tcx codegen of f (fwd+bwd), with vs without --target cuda:sm_90"
+    res = comparison("CUDA preview added time", what, preview, plain, 10.0)
+    res["per_graph_s"] = round(statistics.median(per_graph), 3) if per_graph else None
+    res["graphs_per_run"] = len(per_graph) // max(runs, 1)
+    return res
+
+
 def help_startup(runs: int) -> dict[str, Any]:
     help_cmd = Command("tcx --help", [*tcx_argv(), "--help"])
     floor = Command("python -c pass", [PYTHON, "-c", "pass"])
@@ -441,7 +543,7 @@ def table(results: dict[str, Any]) -> str:
     head = ("measurement", "tcx", "reference", "ratio", "cpu ratio", "goal", "status")
     rows: list[tuple[str, ...]] = [head]
     ex, ov = results.get("explain_vs_program"), results.get("recording_overhead")
-    for res in (ex, ov, results.get("ingest_vs_tlparse")):
+    for res in (ex, ov, results.get("ingest_vs_tlparse"), results.get("trace_capture")):
         if res is None:
             continue
         rows.append(
@@ -479,6 +581,32 @@ def table(results: dict[str, Any]) -> str:
             status(im["ok"]),
         )
     )
+    cg = results.get("codegen_render")
+    if cg:
+        rows.append(
+            (
+                cg["name"],
+                f"{fmt_s(cg['tcx']['median_wall_s'])} (json {fmt_s(cg['json']['median_wall_s'])})",
+                f"{fmt_s(cg['reference']['median_wall_s'])} (python -c pass)",
+                f"{cg['ratio_wall']:.2f} ({cg['diff_wall_s']:+.3f} s)",
+                "",
+                f"< {cg['goal_s_max']:.2f} s",
+                status(cg["ok"]),
+            )
+        )
+    pv = results.get("preview_overhead")
+    if pv:
+        rows.append(
+            (
+                pv["name"],
+                f"{fmt_s(pv['tcx']['median_wall_s'])}",
+                f"{fmt_s(pv['reference']['median_wall_s'])} (no preview)",
+                f"{pv['ratio_wall']:.2f} ({pv['diff_wall_s']:+.2f} s)",
+                f"{pv['ratio_cpu']:.2f}",
+                f"{pv['per_graph_s']} s/graph" if pv.get("per_graph_s") is not None else "",
+                "report",
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -487,7 +615,7 @@ def table(results: dict[str, Any]) -> str:
 
 def footnotes(results: dict[str, Any]) -> str:
     notes = []
-    for key in ("explain_vs_program", "recording_overhead", "ingest_vs_tlparse"):
+    for key in ("explain_vs_program", "recording_overhead", "ingest_vs_tlparse", "trace_capture"):
         res = results.get(key)
         if res:
             notes.append(
@@ -598,9 +726,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"recording overhead ({args.backend}) ...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(prefix="tcx-bench-") as tmp:
             results["recording_overhead"] = recording_overhead(args.runs, args.backend, Path(tmp))
+        print("codegen render from a saved recording ...", file=sys.stderr, flush=True)
+        with tempfile.TemporaryDirectory(prefix="tcx-bench-") as tmp:
+            results["codegen_render"] = codegen_render(args.runs, Path(tmp))
+        if not args.skip_inductor:
+            print("CUDA preview added time ...", file=sys.stderr, flush=True)
+            results["preview_overhead"] = preview_overhead(args.runs)
         print("ingest vs tlparse ...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(prefix="tcx-bench-") as tmp:
             results["ingest_vs_tlparse"] = ingest_vs_tlparse(args.runs, args.regen_log, Path(tmp))
+        print("per-instruction capture (tcx trace vs tcx explain) ...", file=sys.stderr, flush=True)
+        results["trace_capture"] = trace_capture_cost(args.runs)
     except BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 1
