@@ -101,12 +101,15 @@ def render_wrapper(w: Wrapper, console: Console) -> None:
     for s in w.steps:
         note = s.note
         if s.kind in ("launch", "extern", "fallback"):
-            what = "launch" if s.kind == "launch" else "extern call (vendor library / ATen)"
+            what = "generated kernel" if s.kind == "launch" else "extern call (vendor library / ATen)"
             note = what + (f" · {', '.join(s.source_nodes)}" if s.source_nodes else "")
             note += f" · {', '.join(s.aten)}" if s.aten else ""
         elif s.kind == "return":
             note = "returns " + ", ".join(s.buffers)
-        table.add_row(Text(clean(s.text), style=STEP_STYLE.get(s.kind, "")), Text(clean(f"{s.kind}: {note}")))
+        table.add_row(
+            Text(clean(s.text), style=STEP_STYLE.get(s.kind, "")),
+            Text(clean(f"{s.kind}: {note}" if note else s.kind)),
+        )
     console.print(Padding(table, (0, 0, 0, 4)))
     allocs = w.allocations
     total = sum(b.bytes or 0 for b in allocs)
