@@ -189,6 +189,7 @@ for _module in (
     "cmd_guards",
     "cmd_bytecode",
     "cmd_completion",
+    "cmd_report",
 ):
     _cmd = __import__(f"tcx.cli.{_module}", fromlist=["command"]).command
     cli.add_command(_cmd)

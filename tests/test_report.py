@@ -1,0 +1,134 @@
+"""`tcx report`: every view in one document — terminal, one self-contained HTML file, Markdown."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+from conftest import PROGRAMS, run_tcx
+from test_renderers import program_events, save_recording
+
+SECTIONS = ("overview", "explain", "recompiles", "guards", "trace", "bytecode", "graphs", "fusion", "codegen")
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    """One real run of a transformers causal LM (small random config) through the whole pipeline."""
+    folder = tmp_path_factory.mktemp("llama")
+    save, report = folder / "run.tcx.gz", folder / "report.json"
+    proc = run_tcx(
+        "report",
+        str(PROGRAMS / "models" / "tiny_llama.py"),
+        "--save",
+        str(save),
+        "--format",
+        "json",
+        "-o",
+        str(report),
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return save, json.loads(report.read_text()), folder
+
+
+@pytest.mark.torch
+def test_report_json_composes_every_view(llama):
+    _, doc, _ = llama
+    assert doc["schema"] == "tcx.report/1"
+    views = doc["views"]
+    assert set(views) == set(SECTIONS) - {"overview"}
+    assert all(not v.get("unavailable") for v in views.values()), {
+        k: v.get("unavailable") for k, v in views.items()
+    }
+    assert len(doc["pipeline"]) == views["explain"]["compile_count"]
+    kernels = sum(row["inductor"]["kernels"] for row in doc["pipeline"])
+    assert kernels == views["codegen"]["kernel_count"] > 0
+    ranks = [p["rank"] for p in doc["problems"]]
+    assert ranks == sorted(ranks) and doc["problems"][0]["rank"] == 0  # frames Dynamo gave up on come first
+    assert doc["compile_time_s"]["total"] > 0
+
+
+@pytest.mark.torch
+def test_report_terminal_and_markdown(llama):
+    save, _, _ = llama
+    text = run_tcx("report", str(save)).stdout
+    for title in (
+        "Overview",
+        "Graph breaks",
+        "Recompiles",
+        "Guards",
+        "Dynamo's trace",
+        "Bytecode",
+        "Graphs",
+        "Fusion",
+        "Generated code",
+    ):
+        assert title in text
+    assert "Top problems, worst first" in text
+    md = run_tcx("report", str(save), "--format", "markdown").stdout
+    assert md.startswith("## tcx report:")
+    assert md.count("<details>") == md.count("</details>") == len(SECTIONS) - 1
+    fences = re.findall(r"^(`{3,})(?:text)?$", md, re.M)
+    assert len(fences) % 2 == 0 and fences  # every fenced block is closed
+    assert "| compile | frame |" in md
+
+
+@pytest.mark.torch
+def test_report_html_renders_in_a_headless_browser(llama):
+    save, _, folder = llama
+    page = folder / "report.html"
+    proc = run_tcx("report", str(save), "--format", "html", "-o", str(page))
+    assert proc.returncode == 0, proc.stderr
+    source = page.read_text()
+    assert "<script" not in source.lower()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", source)  # nothing fetched from a network
+    for anchor in SECTIONS:
+        assert f'id="{anchor}"' in source
+    browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if browser is None:
+        pytest.skip(
+            "no headless browser installed (.ci/run installs Debian's chromium): only the browser check"
+        )
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={folder / 'profile'}",
+        "--enable-logging=stderr",
+        "--v=0",
+    ]
+    dom = subprocess.run(
+        [browser, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    )
+    assert "Top problems, worst first" in dom.stdout and "Generated code" in dom.stdout
+    console_errors = [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+    assert console_errors == []
+    shot = folder / "report.png"
+    subprocess.run(
+        [browser, *flags, "--window-size=1280,900", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+    )
+    assert shot.exists() and shot.stat().st_size > 10_000
+
+
+def test_html_escapes_everything_from_the_program(tmp_path):
+    hostile = "<script>alert(1)</script> & <img src=x onerror=alert(2)>"
+    program = tmp_path / "prog.py"
+    program.write_text("x = 1\n" * 20)
+    rec = save_recording(
+        tmp_path / "run.tcx", program_events(str(program), explanation=hostile), str(program)
+    )
+    page = run_tcx("report", str(rec), "--format", "html").stdout
+    assert "<script>" not in page and "<img" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    md = run_tcx("report", str(rec), "--format", "markdown").stdout
+    assert "Data-dependent branching" in md
