@@ -118,8 +118,8 @@ class Compile:
 
     @property
     def failed(self) -> bool:
-        """Dynamo gave up on this frame: it runs in eager Python (no graph came out)."""
-        return self.fail_type is not None and self.graph_count == 0
+        """The compile failed (Dynamo gave up, or the backend raised): the frame runs in eager Python."""
+        return self.fail_type is not None
 
     @property
     def display_name(self) -> str:

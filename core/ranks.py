@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.analysis import RunModel, build_model
-from tcx.core.output_code import kernel_names
+from tcx.core.codegen_view import count_kernels
 from tcx.core.recording import Recording
 
 _LONG_INT = re.compile(r"\b\d{6,}\b")  # object ids and addresses differ between processes
@@ -67,7 +67,7 @@ def summarize(models: dict[int, RunModel]) -> list[RankSummary]:
     out = []
     for rank, m in models.items():
         kernels = sum(
-            len(kernel_names(ev.payload or "")) for ev in m.trace_events if ev.name == "inductor_output_code"
+            count_kernels(ev.payload or "") for ev in m.trace_events if ev.name == "inductor_output_code"
         )
         out.append(
             RankSummary(

@@ -11,8 +11,8 @@ from typing import Any
 
 from tcx import __version__
 from tcx.core.analysis import RunModel
+from tcx.core.codegen_view import kernel_definitions
 from tcx.core.explain import Explanation, explain, to_json
-from tcx.core.output_code import kernel_names
 
 COUNT_KEYS = (
     "graph_count",
@@ -72,7 +72,7 @@ def _kernels(model: RunModel) -> list[dict[str, Any]]:
     out = []
     for ev in model.trace_events:
         if ev.name == "inductor_output_code":
-            for name, kind in kernel_names(ev.payload or ""):
+            for name, kind, _source, _comment in kernel_definitions(ev.payload or ""):
                 out.append({"name": name, "kind": kind, "compile_id": ev.compile_id})
     return out
 

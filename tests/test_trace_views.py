@@ -14,7 +14,7 @@ import pytest
 from conftest import SHARED_FIXTURES, run_tcx
 
 from tcx.core.analysis import build_model
-from tcx.core.output_code import kernel_names
+from tcx.core.codegen_view import count_kernels
 from tcx.core.trace_log import load_trace
 
 INPUTS = SHARED_FIXTURES / "torch-trace" / "tlparse-tests" / "inputs"
@@ -67,7 +67,7 @@ def test_recompiles_and_kernels_match_tlparse(name, tmp_path):
     model = build_model(load_trace(log), "trace")
     assert model.recompile_count == recompiles
     ours = sum(
-        len(kernel_names(ev.payload or "")) for ev in model.trace_events if ev.name == "inductor_output_code"
+        count_kernels(ev.payload or "") for ev in model.trace_events if ev.name == "inductor_output_code"
     )
     assert ours == kernels
 
