@@ -173,6 +173,14 @@ def _argval(inst: Any) -> Any:
     return _short(repr(value) if not hasattr(value, "co_name") else f"<code {value.co_name}>", 60)
 
 
+def _argrepr(inst: Any) -> str:
+    text = str(getattr(inst, "argrepr", "") or "")
+    if not text and inst.opname == "BINARY_OP":  # Dynamo's instructions leave it empty: `@`, `+`, ...
+        with contextlib.suppress(Exception):
+            text = dis._nb_ops[inst.arg][1]  # type: ignore[attr-defined]
+    return _short(text, 60)
+
+
 def install_instruction_capture(writer: RecordingWriter) -> str | None:
     """Wrap step/run/create_node/log_graph_break/GuardsSet.add; None when installed."""
     try:
@@ -300,7 +308,7 @@ def _begin(tx: Any) -> dict[str, Any] | None:
         "offset": inst.offset,
         "opname": inst.opname,
         "argval": _argval(inst),
-        "argrepr": _short(str(getattr(inst, "argrepr", "") or ""), 60),
+        "argrepr": _argrepr(inst),
         "stack": [format_vt(v) for v in tx.stack],
         "guards": [],
         "_nodes": [],
