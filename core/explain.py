@@ -10,7 +10,7 @@ from typing import Any
 
 from tcx import __version__
 from tcx.core.analysis import Compile, Frame, GraphBreak, RunModel, resume_target
-from tcx.core.remedies import remedy_for
+from tcx.core.remedies import LIBRARY_REMEDY, remedy_for
 
 SCHEMA = "tcx.explain/1"
 
@@ -137,6 +137,8 @@ def _sites(breaks: list[GraphBreak], compiles: dict[str, Compile]) -> list[Break
 def _suggestion(b: GraphBreak, in_library: bool) -> str | None:
     found = [remedy_for(b.gb_type, b.explanation + "\n" + b.debug_context, in_library)]
     found += [remedy_for(t, "", False) for t, _ in b.caused]
+    if in_library:  # the user cannot edit the library's line: say how to fence it off
+        found.append(LIBRARY_REMEDY)
     unique = list(dict.fromkeys(f for f in found if f))
     return " ".join(unique) or None
 

@@ -31,8 +31,13 @@ def test_data_dependent_if_chain_and_fallback(program, tmp_path):
     }
     assert resumed == resume_frames and resume_frames
     assert all(frames[cid]["original_source"] for cid in resume_frames)
-    # Offline: torch's *_BYTECODE artifacts (torch 2.13 logs them for resume functions) give the same code.
+    # Offline: torch's *_BYTECODE artifacts give the same code — where this torch logs them (2.13 does,
+    # for resume functions; 2.11 does not, and then the offline view must say why it is empty).
+    logged = "_BYTECODE" in "".join(p.read_text() for p in trace_dir.glob("*.log"))
     offline = json.loads(run_tcx("bytecode", str(trace_dir), "--format", "json").stdout)
+    if not logged:
+        assert offline["frames"] == [] and offline["unavailable_reason"]
+        return
     assert offline["frames"] and {f["compile_id"] for f in offline["frames"]} <= set(frames)
     for off in offline["frames"]:
         live = frames[off["compile_id"]]
