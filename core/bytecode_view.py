@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx import __version__
 from tcx.core.analysis import RunModel
-from tcx.core.explain import backend_info, program_status
+from tcx.core.explain import envelope
 
 SCHEMA = "tcx.bytecode/1"
 _DIS_ROW = re.compile(
@@ -189,15 +188,8 @@ def _calls(frame: Frame, frames: list[Frame]) -> list[dict[str, Any]]:
 
 
 def to_json(view: BytecodeView) -> dict[str, Any]:
-    m = view.model
     return {
-        "schema": SCHEMA,
-        "tcx_version": __version__,
-        "torch_version": m.torch_version,
-        "target": m.target,
-        "source_kind": m.source_kind,
-        "backend": backend_info(m),
-        "program": program_status(m),
+        **envelope(SCHEMA, view.model),
         "unavailable_reason": view.unavailable,
         "frames": [
             {

@@ -14,6 +14,7 @@ from typing import Any
 
 from tcx import __version__
 from tcx.core.analysis import RunModel
+from tcx.core.graphs_view import human_bytes
 
 SCHEMA = "tcx.codegen/1"
 
@@ -716,16 +717,6 @@ def _size_note(buf: Buffer) -> str:
     shape = "x".join(buf.shape or []) or "scalar"
     size = human_bytes(buf.bytes) if buf.bytes is not None else "symbolic size"
     return f"{shape} {buf.dtype} ({size})"
-
-
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    if n < 1024:
-        return f"{n} B"
-    if n < 1024 * 1024:
-        return f"{n / 1024:.4g} KiB"
-    return f"{n / 1024 / 1024:.4g} MiB"
 
 
 # --- lifetimes -----------------------------------------------------------------------------------

@@ -285,6 +285,19 @@ def _site_json(s: BreakSite) -> dict[str, Any]:
     }
 
 
+def envelope(schema: str, m: RunModel) -> dict[str, Any]:
+    """The keys every view's JSON starts with (the contract in the README)."""
+    return {
+        "schema": schema,
+        "tcx_version": __version__,
+        "torch_version": m.torch_version,
+        "target": m.target,
+        "source_kind": m.source_kind,
+        "backend": backend_info(m),
+        "program": program_status(m),
+    }
+
+
 def backend_info(m: RunModel) -> dict[str, Any]:
     rs = m.run_start or {}
     asked = sorted({str(c.get("asked", {}).get("backend", "inductor")) for c in m.compile_calls})

@@ -12,9 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx import __version__
 from tcx.core.analysis import RunModel, resume_target
-from tcx.core.explain import backend_info, program_status
+from tcx.core.explain import envelope
 from tcx.core.trace_view import shape_guard_text, tensor_match_text
 
 SCHEMA = "tcx.guards/1"
@@ -243,15 +242,8 @@ def group_guards(guards: list[Guard]) -> list[Group]:
 
 
 def to_json(view: GuardsView) -> dict[str, Any]:
-    m = view.model
     return {
-        "schema": SCHEMA,
-        "tcx_version": __version__,
-        "torch_version": m.torch_version,
-        "target": m.target,
-        "source_kind": m.source_kind,
-        "backend": backend_info(m),
-        "program": program_status(m),
+        **envelope(SCHEMA, view.model),
         "unavailable_reason": view.unavailable,
         "entry_count": len(view.entries),
         "entries": [_entry_json(e) for e in view.entries],

@@ -12,9 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx import __version__
 from tcx.core.analysis import RunModel
-from tcx.core.explain import backend_info, program_status
+from tcx.core.explain import envelope
 
 SCHEMA = "tcx.trace/1"
 NEEDS_LIVE = (
@@ -247,15 +246,8 @@ def _folded(ins: dict[str, Any], nxt: dict[str, Any] | None) -> str | None:
 
 
 def to_json(view: TraceView) -> dict[str, Any]:
-    m = view.model
     return {
-        "schema": SCHEMA,
-        "tcx_version": __version__,
-        "torch_version": m.torch_version,
-        "target": m.target,
-        "source_kind": m.source_kind,
-        "backend": backend_info(m),
-        "program": program_status(m),
+        **envelope(SCHEMA, view.model),
         "available": view.unavailable is None,
         "unavailable_reason": view.unavailable,
         "compile_count": view.total_compiles,

@@ -8,13 +8,12 @@ from rich.table import Table
 from rich.text import Text
 
 from tcx.core.bytecode_view import BytecodeView, Frame
-from tcx.renderers.explain_terminal import location
+from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
-from tcx.renderers.trace_terminal import render_header_line
 
 
 def render_bytecode(view: BytecodeView, console: Console) -> None:
-    render_header_line("bytecode", view.model, console, view.function_filter)
+    view_header("bytecode", view.model, console, function=view.function_filter)
     if not view.frames:
         console.print(Text(f"no bytecode: {clean(view.unavailable or 'nothing matched')}", style="warn"))
         return

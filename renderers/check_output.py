@@ -15,7 +15,7 @@ from rich.text import Text
 from tcx import __version__
 from tcx.core.check import CheckResult
 from tcx.core.explain import BreakSite
-from tcx.renderers.explain_terminal import location
+from tcx.renderers.header import location
 from tcx.renderers.safe import clean, json_text
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

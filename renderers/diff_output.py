@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tcx.core.diff import Diff
-from tcx.renderers.explain_terminal import location
+from tcx.renderers.header import location
 from tcx.renderers.safe import clean, json_text
 
 LABELS = {

@@ -2,32 +2,16 @@
 
 from __future__ import annotations
 
-import os
-
 from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from tcx.core.analysis import Frame
-from tcx.core.explain import BreakSite, Explanation, FailedFrame, backend_info, program_status
+from tcx.core.explain import BreakSite, Explanation, FailedFrame, program_status
+from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 from tcx.renderers.source import excerpt
-
-
-def short_path(path: str | None) -> str:
-    if not path:
-        return "?"
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return rel if not rel.startswith("../..") else path
-
-
-def location(file: str | None, line: int | None) -> str:
-    """`path:line` for display; file names come from programs and logs, so control characters are escaped."""
-    return clean(f"{short_path(file)}:{line}" if line is not None else short_path(file))
 
 
 def render_explain(ex: Explanation, console: Console, *, max_stack: int = 6) -> None:
@@ -55,26 +39,7 @@ def render_explain(ex: Explanation, console: Console, *, max_stack: int = 6) -> 
 
 def render_header(ex: Explanation, console: Console) -> None:
     m = ex.model
-    title = Text("tcx explain ", style="title")
-    if " " in m.target:  # a command line (tcx record), not a path
-        title.append(clean(m.target), style="loc")
-    else:
-        path, sep, func = m.target.rpartition(":") if m.target.count(":") == 1 else (m.target, "", "")
-        title.append(clean(short_path(path) + sep + func if sep else short_path(m.target)), style="loc")
-    if ex.function_filter:
-        title.append(f"  (frames of {clean(ex.function_filter)} and what it calls)", style="muted")
-    console.print(title)
-    info = Text()
-    info.append(f"torch {clean(m.torch_version or '?')}", style="muted")
-    be = backend_info(m)
-    if be["name"]:
-        info.append(" · backend ", style="muted")
-        info.append(clean(be["name"]))
-        if be["reason"]:
-            info.append(f" ({clean(be['reason'])})", style="muted")
-    elif m.source_kind == "trace":
-        info.append(" · from a TORCH_TRACE log", style="muted")
-    console.print(info)
+    view_header("explain", m, console, function=ex.function_filter)
     from tcx.core.explain import to_json  # counts are defined once, in the JSON contract
 
     counts = to_json(ex)

@@ -7,13 +7,12 @@ from rich.text import Text
 
 from tcx.core.guards import Entry, Guard, GuardsView
 from tcx.core.trace_view import tensor_match_text
-from tcx.renderers.explain_terminal import location, short_path
+from tcx.renderers.header import location, short_path, view_header
 from tcx.renderers.safe import clean
-from tcx.renderers.trace_terminal import render_header_line
 
 
 def render_guards(view: GuardsView, console: Console, *, full: bool = False) -> None:
-    render_header_line("guards", view.model, console, view.function_filter)
+    view_header("guards", view.model, console, function=view.function_filter)
     if view.unavailable and not view.entries:
         console.print(Text(f"no guards: {clean(view.unavailable)}", style="warn"))
         return

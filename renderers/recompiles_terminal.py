@@ -7,9 +7,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from tcx.core.explain import backend_info
 from tcx.core.recompiles import Call, Entry, FailedGuard, RecompileReport, WhatIf
-from tcx.renderers.explain_terminal import render_program_status, short_path
+from tcx.renderers.explain_terminal import render_program_status
+from tcx.renderers.header import view_header
 from tcx.renderers.safe import clean
 
 OUTCOME_STYLE = {"compile": "warn", "hit": "good", "recompile": "bad", "eager": "bad"}
@@ -36,19 +36,7 @@ class _Shim:
 
 
 def _header(rep: RecompileReport, console: Console) -> None:
-    m = rep.model
-    title = Text("tcx recompiles ", style="title")
-    title.append(
-        clean(m.target if ":" in m.target and not m.target.startswith("/") else short_path(m.target))
-    )
-    console.print(title)
-    info = Text(f"torch {clean(m.torch_version or '?')}", style="muted")
-    be = backend_info(m)
-    if be["name"]:
-        info.append(f" · backend {clean(be['name'])}", style="muted")
-        if be["reason"]:
-            info.append(f" ({clean(be['reason'])})", style="muted")
-    console.print(info)
+    view_header("recompiles", rep.model, console, function=rep.function_filter)
     counts = Text()
     outcomes = {"compile": 0, "hit": 0, "recompile": 0, "eager": 0}
     for c in rep.calls:
@@ -66,7 +54,7 @@ def _header(rep: RecompileReport, console: Console) -> None:
     console.print(counts)
     if not rep.live:
         console.print(Text(f"note: {rep.model.source_kind}: " + _live_note(), style="warn"))
-    features = (m.run_start or {}).get("features") or {}
+    features = (rep.model.run_start or {}).get("features") or {}
     for name, why in features.items():
         if why:
             console.print(Text(f"note: {clean(name)}: {clean(why)}", style="warn"))

@@ -21,7 +21,8 @@ from rich.text import Text
 
 from tcx.core.report import Report, to_json
 from tcx.renderers.console import THEME
-from tcx.renderers.explain_terminal import location, render_explain
+from tcx.renderers.explain_terminal import render_explain
+from tcx.renderers.header import location
 from tcx.renderers.safe import clean, json_text
 
 TRACE_LIMIT = 300

@@ -5,38 +5,14 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.analysis import RunModel
-from tcx.core.explain import backend_info
 from tcx.core.trace_view import TraceCompile, TraceView, shape_guard_text
-from tcx.renderers.explain_terminal import location, short_path
+from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 from tcx.renderers.source import source_lines
 
 
-def render_header_line(view_name: str, m: RunModel, console: Console, function: str | None = None) -> None:
-    """`tcx VIEW target` and the torch/backend line, as the other views print them."""
-    title = Text(f"tcx {view_name} ", style="title")
-    path, sep, func = m.target.rpartition(":") if m.target.count(":") == 1 else (m.target, "", "")
-    title.append(clean(short_path(path) + sep + func if sep else short_path(m.target)), style="loc")
-    if function:
-        title.append(f"  (frames of {clean(function)})", style="muted")
-    console.print(title)
-    info = Text(f"torch {clean(m.torch_version or '?')}", style="muted")
-    be = backend_info(m)
-    if be["name"]:
-        info.append(" · backend ", style="muted")
-        info.append(clean(be["name"]))
-        if be["reason"]:
-            info.append(f" ({clean(be['reason'])})", style="muted")
-    elif m.source_kind == "trace":
-        info.append(" · from a TORCH_TRACE log", style="muted")
-    elif m.source_kind == "recording":
-        info.append(" · from a saved recording", style="muted")
-    console.print(info)
-
-
 def render_trace(view: TraceView, console: Console, *, limit: int = 400) -> None:
-    render_header_line("trace", view.model, console, view.function_filter)
+    view_header("trace", view.model, console, function=view.function_filter)
     if view.unavailable:
         console.print(Text(f"per-instruction trace unavailable: {clean(view.unavailable)}", style="warn"))
         return

@@ -1,0 +1,59 @@
+"""The first lines every view prints: `tcx VIEW target`, then torch, backend and where the data came from."""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console
+from rich.text import Text
+
+from tcx.core.analysis import RunModel
+from tcx.core.explain import backend_info
+from tcx.renderers.safe import clean
+
+
+def short_path(path: str | None) -> str:
+    """A path relative to the current directory when that is shorter to read."""
+    if not path:
+        return "?"
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return rel if not rel.startswith("../..") else path
+
+
+def location(file: str | None, line: int | None) -> str:
+    return clean(f"{short_path(file)}:{line}" if line is not None else short_path(file))
+
+
+def target_text(target: str) -> str:
+    """The target as typed: a command line stays as it is, paths (and path:function) shorten."""
+    if " " in target:
+        return clean(target)
+    path, sep, func = target.rpartition(":") if target.count(":") == 1 else (target, "", "")
+    return clean(short_path(path) + sep + func if sep else short_path(target))
+
+
+def view_header(
+    view_name: str, m: RunModel, console: Console, *, function: str | None = None, extra: str = ""
+) -> None:
+    title = Text(f"tcx {view_name} ", style="title")
+    title.append(target_text(m.target), style="loc")
+    if function:
+        title.append(f"  (frames of {clean(function)} and what it calls)", style="muted")
+    console.print(title)
+    info = Text(f"torch {clean(m.torch_version or '?')}", style="muted")
+    be = backend_info(m)
+    if be["name"]:
+        info.append(" · backend ", style="muted")
+        info.append(clean(be["name"]))
+        if be["reason"]:
+            info.append(f" ({clean(be['reason'])})", style="muted")
+    elif m.source_kind == "trace":
+        info.append(" · from a TORCH_TRACE log", style="muted")
+    if m.source_kind == "recording":
+        info.append(" · from a saved recording", style="muted")
+    if extra:
+        info.append(" · " + clean(extra), style="muted")
+    console.print(info)
