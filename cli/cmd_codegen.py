@@ -43,14 +43,6 @@ def target_options(fn: Any) -> Any:
                 "and wrapper Inductor would generate for that GPU, without a GPU (needs triton).",
             ),
             click.option(
-                "--device",
-                "device",
-                default=None,
-                metavar="DEVICE",
-                help="Run on this device (e.g. cuda on a GPU machine: the real CUDA path; tensors from "
-                "--call and factory calls land there).",
-            ),
-            click.option(
                 "--graph",
                 "graph",
                 type=click.Choice(["forward", "backward", "inference"]),
@@ -68,8 +60,6 @@ def captures_for(params: dict[str, Any], base: tuple[str, ...]) -> tuple[str, ..
     target = params["target_device"]
     if target.startswith("cuda:"):
         caps.append(f"cuda_preview={target.split(':', 1)[1]}" + ("+ptx" if params.get("ptx") else ""))
-    if params.get("device"):
-        caps.append(f"device={params['device']}")
     return tuple(caps)
 
 

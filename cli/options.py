@@ -37,6 +37,13 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             default=None,
             help="Force torch.compile(dynamic=True/False) (default: what the program asks).",
         ),
+        click.option(
+            "--device",
+            default=None,
+            metavar="DEVICE",
+            help="Run on this device (e.g. cuda on a GPU machine: the real CUDA path); tensors from --call "
+            "and the program's factory calls land there.",
+        ),
         click.option("--mode", default=None, help="torch.compile mode for inductor (e.g. max-autotune)."),
         click.option(
             "--timeout",
@@ -106,6 +113,6 @@ def build_run_options(
         show_output=bool(params.get("show_output")),
         backward=False if params.get("no_backward") else None,
         save=params.get("save"),
-        capture=list(capture),
+        capture=[*capture, *([f"device={params['device']}"] if params.get("device") else [])],
         what_if=[spec_to_json(parse_call_spec(w)) for w in params.get("what_if") or ()] or None,
     )

@@ -14,6 +14,7 @@ from typing import Any
 
 from tcx import __version__
 from tcx.core.analysis import RunModel
+from tcx.core.frames import frame_origin
 from tcx.core.graphs_view import human_bytes
 
 SCHEMA = "tcx.codegen/1"
@@ -497,7 +498,10 @@ def _user_lines(traces: Any) -> list[dict[str, Any]]:
     for text in traces if isinstance(traces, list) else [traces]:
         found = list(_TRACE_LINE.finditer(str(text)))
         if found:
-            m = found[-1]  # the innermost frame of each stack
+            # The innermost frame of the user's own code (a device mode or other torch wrapper can
+            # sit below it); the innermost frame of all when the stack has no user frame.
+            mine = [m for m in found if frame_origin(m["file"]) == "user"]
+            m = (mine or found)[-1]
             entry = {
                 "file": m["file"],
                 "line": int(m["line"]),

@@ -17,7 +17,8 @@ from tcx.core.analysis import RunModel, build_model
 from tcx.core.codegen_view import count_kernels
 from tcx.core.recording import Recording
 
-_LONG_INT = re.compile(r"\b\d{6,}\b")  # object ids and addresses differ between processes
+# Object ids and addresses differ between processes even when the guards mean the same thing.
+_PROCESS_SPECIFIC = re.compile(r"\b0x[0-9a-fA-F]+\b|\b\d{6,}\b")
 
 
 @dataclass
@@ -135,13 +136,23 @@ def _facts_by_compile(m: RunModel) -> dict[str, dict[str, Any]]:
         if ev.name == "dynamo_output_graph" and isinstance(ev.body, dict):
             f["shapes"] = ev.body.get("sizes")
         elif ev.name == "dynamo_cpp_guards_str" and ev.payload:
-            text = "\n".join(ln for ln in ev.payload.splitlines() if "Guard latency" not in ln)
-            f["guards"] = hashlib.sha1(_LONG_INT.sub("#", text).encode()).hexdigest()[:12]
+            f["guards"] = _guards_fingerprint(ev.payload)
         elif ev.name.startswith("artifact:") and "cache_" in ev.name:
             f["cache"].append(ev.name.split(":", 1)[1])
         elif "collective" in ev.name and ev.payload:  # e.g. Inductor's collective schedule
             f["collectives"] = hashlib.sha1(ev.payload.encode()).hexdigest()[:12]
     return facts
+
+
+def _guards_fingerprint(tree: str) -> str:
+    """Same guards, same fingerprint, across processes: ids, addresses, timings and the order in
+    which a process happened to build the tree are left out."""
+    lines = sorted(
+        _PROCESS_SPECIFIC.sub("#", ln.strip())
+        for ln in tree.splitlines()
+        if ln.strip() and "Guard latency" not in ln
+    )
+    return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:12]
 
 
 def _fingerprint(f: dict[str, Any] | None) -> str:

@@ -36,4 +36,6 @@ def test_seed_f_pointwise_fused_extern_kept(seed_f):
     assert fw["fused_pairs"]
     bw = next(g for g in seed_f["graphs"] if g["graph"] == "backward")
     assert any(r["reason"] for r in bw["rejected"])  # Inductor's own WhyNoFuse text
-    assert all(n.get("user_lines") for n in fw["nodes"])
+    # Every pointwise node carries the user's line (torch 2.11 keeps no stack trace on the addmm that
+    # a post-grad pattern creates, 2.13 does, so extern nodes are not required to).
+    assert all(n.get("user_lines") for n in fw["nodes"] if n["kind"] != "extern")

@@ -22,6 +22,7 @@ import sys
 import threading
 from typing import Any
 
+from tcx.core.frames import frame_origin
 from tcx.core.recorder.compat import current_compile_id, unavailable
 from tcx.core.recording import RecordingWriter
 
@@ -204,6 +205,12 @@ def _describe_nodes(nodes: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _prefer_user(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The user's own frames when the stack has any: a torch wrapper (a device mode) is not "your line"."""
+    mine = [entry for entry in lines if frame_origin(entry["file"]) == "user"]
+    return mine or lines
+
+
 def _describe_node(node: Any) -> dict[str, Any]:
     ir = getattr(node, "node", None)
     kind = "extern" if node.is_extern() else "template" if node.is_template() else None
@@ -235,7 +242,7 @@ def _describe_node(node: Any) -> dict[str, Any]:
         "type": type(node).__name__,
         "kind": kind,
         "origins": origins,
-        "user_lines": lines[-4:],
+        "user_lines": _prefer_user(lines)[-4:],
         "buffers": sorted(getattr(node, "get_buffer_names", lambda: [])()),
     }
     if kind == "extern":
