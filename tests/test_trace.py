@@ -152,3 +152,18 @@ def test_trace_log_says_it_needs_a_live_run(tmp_path, program):
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["available"] is False and "live run" in doc["unavailable_reason"]
+
+
+def test_restarted_trace_is_attempt_1_of_the_same_compile(program, tmp_path):
+    """A print makes Dynamo restart the analysis: attempt 0 ends at the break, attempt 1 compiles."""
+    doc, graphs = trace_json(program("print_break.py"), tmp_path)
+    attempts = [c for c in doc["compiles"] if c["compile_id"] == "0/0"]
+    assert [c["attempt"] for c in attempts] == [0, 1]
+    first, second = attempts
+    assert first["restarted"] is True and first["graph_break"]["type"] == "Failed to trace builtin operator"
+    assert first["graph_break"]["line"] == 9
+    assert second["restarted"] is False and second["compiled_at"]
+    # torch printed the graph of attempt 1 only: that is the graph the second attempt attributes
+    assert ("0/0", 1) in graphs and ("0/0", 0) not in graphs
+    in_graph = Counter(n for n in second["graph_nodes"] if n != "output")
+    assert in_graph == graphs[("0/0", 1)]
