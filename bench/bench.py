@@ -20,6 +20,8 @@ Measurements:
    time into the recorder child and the parent (start-up, analysis, rendering).
 4. Per-instruction capture: `tcx trace models/tiny_llama.py --format json` (Dynamo's
    simulated stack and FX nodes per instruction) against `tcx explain` of the same program.
+5. Per-call capture: `tcx recompiles recompiles/hot_loop.py` (3000 calls of a compiled step)
+   against `tcx explain` of the same program.
 
 Flags: `--runs N` (default 3), `--quick` (one run), `--skip-inductor` (skip the slow
 measurement 1), `--backend B` (measurement 3), `--output FILE`.
@@ -56,6 +58,7 @@ GOAL_OVERHEAD_RATIO = 1.10
 GOAL_HELP_S = 0.30
 GOAL_INGEST_RATIO = 1.0
 GOAL_TRACE_RATIO = 1.50
+GOAL_CALLS_RATIO = 1.25
 LARGE_LOG_DIR = RESULTS / "large_trace"
 
 # Cheap commands (start-up timings) get at least this many samples: one run is noise.
@@ -543,7 +546,13 @@ def table(results: dict[str, Any]) -> str:
     head = ("measurement", "tcx", "reference", "ratio", "cpu ratio", "goal", "status")
     rows: list[tuple[str, ...]] = [head]
     ex, ov = results.get("explain_vs_program"), results.get("recording_overhead")
-    for res in (ex, ov, results.get("ingest_vs_tlparse"), results.get("trace_capture")):
+    for res in (
+        ex,
+        ov,
+        results.get("ingest_vs_tlparse"),
+        results.get("trace_capture"),
+        results.get("calls_capture"),
+    ):
         if res is None:
             continue
         rows.append(
@@ -615,7 +624,13 @@ def table(results: dict[str, Any]) -> str:
 
 def footnotes(results: dict[str, Any]) -> str:
     notes = []
-    for key in ("explain_vs_program", "recording_overhead", "ingest_vs_tlparse", "trace_capture"):
+    for key in (
+        "explain_vs_program",
+        "recording_overhead",
+        "ingest_vs_tlparse",
+        "trace_capture",
+        "calls_capture",
+    ):
         res = results.get(key)
         if res:
             notes.append(
@@ -698,6 +713,36 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def recompiles_check(stdout: str) -> None:
+    try:
+        report = json.loads(stdout)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"tcx recompiles did not print JSON ({exc}): {stdout[:200]!r}") from exc
+    if report.get("call_count") != 3000:
+        raise BenchError(f"tcx recompiles counted {report.get('call_count')} calls, expected 3000")
+
+
+def calls_capture_cost(runs: int) -> dict[str, Any]:
+    """The per-call capture (`tcx recompiles`) against `tcx explain`, on 3000 calls of a compiled step."""
+    rel = str((PROGRAMS / "recompiles" / "hot_loop.py").relative_to(ROOT))
+    tcx = Command(
+        "tcx recompiles (per-call capture)",
+        [*tcx_argv(), "recompiles", rel, "--format", "json"],
+        check=recompiles_check,
+    )
+    plain = Command(
+        "tcx explain", [*tcx_argv(), "explain", rel, "--format", "json"], check=explain_check("eager")
+    )
+    measure([tcx, plain], runs)
+    return comparison(
+        "per-call capture",
+        "recompiles/hot_loop.py (3000 calls): tcx recompiles vs tcx explain",
+        tcx,
+        plain,
+        GOAL_CALLS_RATIO,
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
@@ -737,6 +782,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             results["ingest_vs_tlparse"] = ingest_vs_tlparse(args.runs, args.regen_log, Path(tmp))
         print("per-instruction capture (tcx trace vs tcx explain) ...", file=sys.stderr, flush=True)
         results["trace_capture"] = trace_capture_cost(args.runs)
+        print("per-call capture (tcx recompiles vs tcx explain) ...", file=sys.stderr, flush=True)
+        results["calls_capture"] = calls_capture_cost(args.runs)
     except BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 1

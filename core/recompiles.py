@@ -215,6 +215,7 @@ class RecompileReport:
     reasons: list[Reason]
     what_ifs: list[WhatIf]
     dropped: int
+    dropped_exact: bool
     live: bool
     limit: dict[str, Any]
     function_filter: str | None = None
@@ -243,6 +244,8 @@ def analyze(model: RunModel, function: str | None = None) -> RecompileReport:
     dropped = max(
         (int(e.get("count", 0)) for e in rec_events if e.get("kind") == "frame_calls_dropped"), default=0
     )
+    # The final count is written at the end of the run; without it (a crash) the count is a floor.
+    dropped_exact = any(e.get("kind") == "frame_calls_dropped" and e.get("final") for e in rec_events)
     live = bool(frame_calls) or any(e.get("kind") == "recompile_config" for e in rec_events)
     names = _compile_names(model)
     guards = _guards_by_compile(model.trace_events)
@@ -269,6 +272,7 @@ def analyze(model: RunModel, function: str | None = None) -> RecompileReport:
         reasons=reasons,
         what_ifs=what_ifs,
         dropped=dropped,
+        dropped_exact=dropped_exact or not dropped,
         live=live,
         limit=limit,
         function_filter=function,
@@ -861,6 +865,7 @@ def to_json(rep: RecompileReport) -> dict[str, Any]:
         "recompile_count": rep.recompile_count,
         "call_count": len(rep.calls) + rep.dropped,
         "calls_not_listed": rep.dropped,
+        "call_count_exact": rep.dropped_exact,
         "outcomes": _outcome_counts(rep),
         "recompile_limit": rep.limit,
         "calls": [c.to_json() for c in rep.calls],

@@ -79,6 +79,24 @@ def _shout_limit(rep: RecompileReport, call: Call, console: Console) -> None:
     console.print()
 
 
+def _runs_of_hits(calls: list) -> list[tuple]:
+    """Consecutive hits of the same function, signature and entry collapse into one row."""
+    rows: list[list] = []
+    for call in calls:
+        last = rows[-1][0] if rows else None
+        same = (
+            last is not None
+            and call.outcome == "hit" == last.outcome
+            and (call.function, call.entry, _args_text(call)) == (last.function, last.entry, _args_text(last))
+            and call.index == last.index + rows[-1][1]
+        )
+        if same:
+            rows[-1][1] += 1
+        else:
+            rows.append([call, 1])
+    return [(c, n) for c, n in rows]
+
+
 def _args_text(call: Call) -> str:
     if call.args is None:
         return "(arguments not recorded)" if not call.from_trace else ""
@@ -123,11 +141,22 @@ def _timeline(rep: RecompileReport, console: Console) -> None:
     table.add_column(justify="right", style="muted", no_wrap=True)
     table.add_column(no_wrap=True)
     table.add_column()
-    for call in rep.calls:
+    next_index = rep.calls[0].index if rep.calls else 0
+    for call, repeats in _runs_of_hits(rep.calls):
+        if call.index > next_index:  # past the first calls only recompiles are listed
+            gap = call.index - next_index
+            table.add_row(
+                f"#{next_index}–#{call.index - 1}",
+                Text(f"hit ×{gap}", style="muted"),
+                Text("cache hits, counted, not listed", style="muted"),
+            )
+        next_index = call.index + repeats
         outcome = Text(
             call.outcome.upper() if call.outcome == "eager" else call.outcome,
             style=OUTCOME_STYLE[call.outcome],
         )
+        if repeats > 1:
+            outcome.append(f" ×{repeats}", style="muted")
         detail = Text()
         detail.append(clean(call.function), style="title")
         args = _args_text(call)
@@ -153,10 +182,18 @@ def _timeline(rep: RecompileReport, console: Console) -> None:
         for g in call.failed_guards:
             detail.append("\n  ✗ ", style="bad")
             detail.append(clean(_guard_text(g)))
-        table.add_row(f"#{call.index}", outcome, detail)
+        index = f"#{call.index}" if repeats == 1 else f"#{call.index}–#{call.index + repeats - 1}"
+        table.add_row(index, outcome, detail)
     console.print(Padding(table, (0, 0, 0, 1)))
-    if rep.dropped:
-        console.print(Text(f"  … and at least {rep.dropped} more cache hits not listed", style="muted"))
+    total = len(rep.calls) + rep.dropped
+    if total > next_index:
+        floor = "" if rep.dropped_exact else "at least "
+        console.print(
+            Text(
+                f"  #{next_index}… {floor}{total - next_index} more cache hits, counted, not listed",
+                style="muted",
+            )
+        )
     console.print()
 
 

@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import read_torch_trace, run_tcx
+from conftest import PROGRAMS, read_torch_trace, run_tcx
 
 pytestmark = pytest.mark.torch
 
@@ -154,3 +154,15 @@ def test_text_report_shouts_the_limit(program):
     assert proc.returncode == 0, proc.stderr
     assert "RECOMPILE LIMIT HIT" in proc.stdout and "torch._dynamo.config.recompile_limit = 3" in proc.stdout
     assert "EAGER" in proc.stdout
+
+
+def test_every_call_is_counted_past_the_listed_ones(tmp_path):
+    """3000 calls: the first 1000 and every recompile are listed, the other hits counted exactly."""
+    proc = run_tcx("recompiles", str(PROGRAMS / "recompiles" / "hot_loop.py"), "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["call_count"] == 3000 and doc["call_count_exact"] is True
+    assert doc["outcomes"] == {"compile": 1, "hit": 2997, "recompile": 2, "eager": 0}
+    assert [c["index"] for c in doc["calls"] if c["outcome"] == "recompile"] == [1000, 2000]
+    text = run_tcx("recompiles", str(PROGRAMS / "recompiles" / "hot_loop.py")).stdout
+    assert "#1–#999" in text and "hit ×999" in text and "#1001–#1999" in text

@@ -54,6 +54,12 @@ class _State:
 STATE = _State()
 
 
+def _write_final_count() -> None:
+    """The exact number of unlisted hits (the periodic events above are for runs that crash)."""
+    if STATE.dropped:
+        _write("frame_calls_dropped", count=STATE.dropped, final=True)
+
+
 def install(writer: RecordingWriter) -> str | None:
     """Install the per-call capture; None when installed, else why not."""
     try:
@@ -68,6 +74,9 @@ def install(writer: RecordingWriter) -> str | None:
         return unavailable("the per-call cache capture (recompiles timeline)", exc)
     STATE.writer = writer
     STATE.get_entries = _debug_get_cache_entry_list
+    from tcx.core.recorder.captures import at_end
+
+    at_end(_write_final_count)
     previous: list[Any] = [None]
 
     def guard_complete(cache_hit: bool) -> bool:
