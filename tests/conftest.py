@@ -52,42 +52,37 @@ class TorchTrace:
 
 
 _LINE = re.compile(r"^[VIWEF]\d{4} [\d:.]+ +\d+ [^\]]*\] (\{.*\})\s*$")
+_CONTEXT = ("frame_id", "frame_compile_id", "attempt", "has_payload", "stack", "compiled_autograd_id", "rank")
+
+
+def torch_trace_records(directory: Path) -> list[tuple[str, dict, str]]:
+    """(event name, metadata, payload) of every record torch wrote to its TORCH_TRACE log.
+
+    Deliberately tiny and separate from tcx's own parser, so tests compare tcx with torch."""
+    logs = sorted(directory.glob("*.log"))
+    assert logs, f"torch wrote no TORCH_TRACE log in {directory}"
+    records: list[tuple[str, dict, list[str]]] = []
+    for line in logs[0].read_text().splitlines():
+        if line.startswith("\t"):
+            if records:
+                records[-1][2].append(line[1:] + "\n")
+            continue
+        m = _LINE.match(line)
+        if m:
+            md = json.loads(m.group(1))
+            records.append((next(k for k in md if k not in _CONTEXT), md, []))
+    return [(name, md, "".join(payload)) for name, md, payload in records]
+
+
+def compile_id(md: dict) -> str:
+    return f"{md['frame_id']}/{md['frame_compile_id']}"
 
 
 def read_torch_trace(directory: Path) -> TorchTrace:
-    logs = sorted(directory.glob("*.log"))
-    assert logs, f"torch wrote no TORCH_TRACE log in {directory}"
     out = TorchTrace()
-    failed_candidates: set = set()
-    current = None
-    payload: list[str] = []
-
-    def close() -> None:
-        if current and current.get("artifact", {}).get("name") == "dynamo_graph_break_reason":
-            text = "".join(payload)
-            where = re.search(r"Graph break in user code at (.+):(\d+)", text)
-            reason_lines = text.split("Graph Break Reason:", 1)[1].splitlines()
-            skip = ("Encountered graph break when attempting", "Failed to handle graph break gracefully")
-            reason = next(ln.strip() for ln in reason_lines if ln.strip() and not ln.strip().startswith(skip))
-            out.break_sites.add(
-                (where.group(1) if where else None, where.group(2) if where else None, reason)
-            )
-
-    for line in logs[0].read_text().splitlines():
-        if line.startswith("\t"):
-            payload.append(line[1:] + "\n")
-            continue
-        m = _LINE.match(line)
-        if not m:
-            continue
-        close()
-        md = json.loads(m.group(1))
-        current, payload = md, []
-        cid = (md.get("frame_id"), md.get("frame_compile_id"))
-        name = next(
-            k for k in md if k not in ("frame_id", "frame_compile_id", "attempt", "has_payload", "stack")
-        )
+    for name, md, payload in torch_trace_records(directory):
         out.events[name] += 1
+        cid = (md.get("frame_id"), md.get("frame_compile_id"))
         if name == "dynamo_start":
             out.compile_ids.add(cid)
         elif name == "dynamo_output_graph":
@@ -95,16 +90,21 @@ def read_torch_trace(directory: Path) -> TorchTrace:
         elif name == "inductor_output_code":
             out.output_code += 1
         elif name == "compilation_metrics" and md[name].get("fail_type"):
-            failed_candidates.add(cid)
-        elif name == "artifact":
-            art = md["artifact"]["name"]
-            if art == "dynamo_graph_break_reason":
-                out.graph_breaks += 1
-            elif art == "recompile_reasons":
-                out.recompiles += 1
-    close()
-    out.failed = failed_candidates
+            out.failed.add(cid)
+        elif name == "artifact" and md["artifact"]["name"] == "recompile_reasons":
+            out.recompiles += 1
+        elif name == "artifact" and md["artifact"]["name"] == "dynamo_graph_break_reason":
+            out.graph_breaks += 1
+            out.break_sites.add(_break_site(payload))
     return out
+
+
+def _break_site(text: str) -> tuple:
+    where = re.search(r"Graph break in user code at (.+):(\d+)", text)
+    skip = ("Encountered graph break when attempting", "Failed to handle graph break gracefully")
+    reason_lines = text.split("Graph Break Reason:", 1)[1].splitlines()
+    reason = next(ln.strip() for ln in reason_lines if ln.strip() and not ln.strip().startswith(skip))
+    return (where.group(1) if where else None, where.group(2) if where else None, reason)
 
 
 def explain_with_trace(

@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from conftest import run_tcx
+from pipeline_helpers import seed_f_view
 
 pytestmark = pytest.mark.torch
 
 
 @pytest.fixture(scope="module")
 def seed_f(request):
-    proc = run_tcx(
-        "graphs",
-        f"{request.config.rootpath}/fixtures/programs/seed_f.py:f",
-        "--call",
-        "128x32:grad,32x64:grad,64:grad",
-        "--format",
-        "json",
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+    return seed_f_view("graphs", request.config.rootpath)
 
 
 def test_seed_f_saved_values_with_bytes_and_input_views(seed_f):

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
-from conftest import run_tcx
+from conftest import compile_id, run_tcx, torch_trace_records
 
 pytestmark = pytest.mark.torch
-
-_HEADER = re.compile(r"^[VIWEF]\d{4} [\d:.]+ +\d+ [^\]]*\] (\{.*\})\s*$")
 
 
 def guards_json(target: str, tmp_path: Path, *extra: str) -> tuple[dict, dict[str, int | None], Path]:
@@ -23,16 +20,11 @@ def guards_json(target: str, tmp_path: Path, *extra: str) -> tuple[dict, dict[st
 
 def torch_guard_counts(directory: Path) -> dict[str, int | None]:
     """compile id -> guard_count from torch's own compilation_metrics events."""
-    counts: dict[str, int | None] = {}
-    for line in sorted(directory.glob("*.log"))[0].read_text().splitlines():
-        m = _HEADER.match(line)
-        if m:
-            md = json.loads(m.group(1))
-            if "compilation_metrics" in md:
-                counts[f"{md['frame_id']}/{md['frame_compile_id']}"] = md["compilation_metrics"].get(
-                    "guard_count"
-                )
-    return counts
+    return {
+        compile_id(md): md[name].get("guard_count")
+        for name, md, _ in torch_trace_records(directory)
+        if name == "compilation_metrics"
+    }
 
 
 def _entry(doc: dict, compile_id: str) -> dict:

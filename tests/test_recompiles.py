@@ -3,45 +3,25 @@
 from __future__ import annotations
 
 import json
-import re
 
 import pytest
-from conftest import PROGRAMS, read_torch_trace, run_tcx
+from conftest import PROGRAMS, compile_id, read_torch_trace, run_tcx, torch_trace_records
 
 pytestmark = pytest.mark.torch
-
-_LINE = re.compile(r"^[VIWEF]\d{4} [\d:.]+ +\d+ [^\]]*\] (\{.*\})\s*$")
 
 
 def recompile_reasons(trace_dir) -> list[tuple[str, list[str]]]:
     """(compile id, [reason per entry]) for each recompile_reasons artifact, read independently."""
     out: list[tuple[str, list[str]]] = []
-    current, payload = None, []
-
-    def close() -> None:
-        if current is not None:
-            text = "".join(payload)
-            try:
-                value = json.loads(text)  # several entries: a JSON list; one: the plain text
-            except ValueError:
-                value = text.rstrip("\n")
-            items = value if isinstance(value, list) else [value]
-            out.append((current, [str(v).split("\nUser stack trace:", 1)[0] for v in items]))
-
-    for line in sorted(trace_dir.glob("*.log"))[0].read_text().splitlines():
-        if line.startswith("\t"):
-            if current is not None:
-                payload.append(line[1:] + "\n")
+    for name, md, text in torch_trace_records(trace_dir):
+        if name != "artifact" or md["artifact"]["name"] != "recompile_reasons":
             continue
-        m = _LINE.match(line)
-        if not m:
-            continue
-        close()
-        md = json.loads(m.group(1))
-        current, payload = None, []
-        if md.get("artifact", {}).get("name") == "recompile_reasons":
-            current = f"{md['frame_id']}/{md['frame_compile_id']}"
-    close()
+        try:
+            value = json.loads(text)  # several entries: a JSON list; one: the plain text
+        except ValueError:
+            value = text.rstrip("\n")
+        items = value if isinstance(value, list) else [value]
+        out.append((compile_id(md), [str(v).split("\nUser stack trace:", 1)[0] for v in items]))
     return out
 
 

@@ -8,11 +8,10 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from conftest import run_tcx
+from conftest import compile_id, run_tcx, torch_trace_records
 
 pytestmark = pytest.mark.torch
 
-_HEADER = re.compile(r"^[VIWEF]\d{4} [\d:.]+ +\d+ [^\]]*\] (\{.*\})\s*$")
 _ASSIGN = re.compile(r"^ {8}(\w+)(?:: \"[^\"]*\")? = (.*)$")
 
 
@@ -26,28 +25,11 @@ def trace_json(target: str, tmp_path: Path, *extra: str) -> tuple[dict, dict]:
 
 def torch_graph_nodes(directory: Path) -> dict[tuple[str, int], Counter]:
     """Node names of every `dynamo_output_graph` payload (the graph torch printed), output node left out."""
-    graphs: dict[tuple[str, int], Counter] = {}
-    log = sorted(directory.glob("*.log"))[0]
-    current, payload = None, []
-
-    def close() -> None:
-        if current is not None:
-            graphs[current] = _nodes_of(payload)
-
-    for line in log.read_text().splitlines():
-        if line.startswith("\t"):
-            payload.append(line[1:])
-            continue
-        m = _HEADER.match(line)
-        if not m:
-            continue
-        close()
-        md = json.loads(m.group(1))
-        current, payload = None, []
-        if "dynamo_output_graph" in md:
-            current = (f"{md['frame_id']}/{md['frame_compile_id']}", md.get("attempt") or 0)
-    close()
-    return graphs
+    return {
+        (compile_id(md), md.get("attempt") or 0): _nodes_of(payload.splitlines())
+        for name, md, payload in torch_trace_records(directory)
+        if name == "dynamo_output_graph"
+    }
 
 
 def _nodes_of(lines: list[str]) -> Counter:
