@@ -7,6 +7,7 @@ compile it belongs to. File names in stacks are interned through earlier `str` e
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,14 +36,33 @@ class TraceEvent:
     name: str  # e.g. "dynamo_start" or "artifact:dynamo_graph_break_reason"
     body: Any  # the value under the event's key
     md: dict[str, Any]
-    payload: str | None
+    packed: str | bytes | None  # the payload; large ones from logs stay zlib-compressed (see pack)
     compile_id: str | None  # "frame/compile", "!ca/frame/compile" under compiled autograd
     attempt: int
     rank: int | None
 
     @property
+    def payload(self) -> str | None:
+        return unpack(self.packed)
+
+    @property
     def frame_id(self) -> int | None:
         return self.md.get("frame_id")
+
+
+# Payloads above this size are kept compressed in memory while a log is loaded: graphs and
+# output code compress about tenfold, so a large log costs a fraction of its size.
+PACK_ABOVE = 4096
+
+
+def pack(text: str) -> str | bytes:
+    return zlib.compress(text.encode("utf-8"), 1) if len(text) > PACK_ABOVE else text
+
+
+def unpack(packed: str | bytes | None) -> str | None:
+    if isinstance(packed, bytes):
+        return zlib.decompress(packed).decode("utf-8")
+    return packed
 
 
 def event_key(md: dict[str, Any]) -> str | None:
@@ -76,7 +96,9 @@ class Interner:
         return str(value) if value is not None else "?"
 
 
-def normalize(md: dict[str, Any], payload: str | None, qualify_rank: bool = False) -> TraceEvent | None:
+def normalize(
+    md: dict[str, Any], payload: str | bytes | None, qualify_rank: bool = False
+) -> TraceEvent | None:
     """One raw trace record as a TraceEvent; `qualify_rank` prefixes compile ids with the rank
     (`rank1:0/0`) so several ranks' compiles can live in one model without colliding."""
     key = event_key(md)
@@ -91,7 +113,7 @@ def normalize(md: dict[str, Any], payload: str | None, qualify_rank: bool = Fals
         name=name,
         body=body,
         md=md,
-        payload=payload,
+        packed=payload,
         compile_id=_qualified(compile_id_of(md), md.get("rank") if qualify_rank else None),
         attempt=attempt if isinstance(attempt, int) else 0,
         rank=md.get("rank"),

@@ -17,6 +17,7 @@ from typing import IO
 
 from tcx.core.errors import InputError
 from tcx.core.recording import Recording
+from tcx.core.trace_events import pack, unpack
 
 _PREFIX = re.compile(r"^[VIWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+ +\d+ [^\]]*\] ")
 _RANK = re.compile(r"rank_(\d+)")
@@ -45,7 +46,7 @@ def load_trace(path: str | Path) -> Recording:
     for ev in events:
         tv = ev["md"].get("artifact", {}) if isinstance(ev["md"].get("artifact"), dict) else {}
         if tv.get("name") == "torch_version" and ev.get("payload"):
-            torch_version = _torch_version(ev["payload"])
+            torch_version = _torch_version(unpack(ev["payload"]) or "")
     header = {
         "format": "torch-trace",
         "target": str(path),
@@ -109,6 +110,8 @@ def _read_file(file: Path, rank: int | None) -> tuple[list[dict], list[str]]:
             if current["payload"] is not None and not _payload_intact(current["payload"], current["md"]):
                 line = current["source_line"]
                 problems.append(f"{file.name}:{line}: payload does not match its checksum (corrupted?)")
+            if current["payload"] is not None:
+                current["payload"] = pack(current["payload"])
             events.append(current)
 
     try:

@@ -300,3 +300,16 @@ def test_compile_ids_and_breaks_match_tlparse(name, tmp_path):
     assert set(model.compiles) == ids
     assert len(model.graph_breaks) == breaks
     assert sum("checksum" in p for p in rec.problems) == bad_payloads
+
+
+def test_large_payloads_stay_compressed_and_read_back_whole():
+    """Memory stays a fraction of a large log: payloads over 4 KiB are kept zlib-compressed."""
+    from tcx.core.trace_events import PACK_ABOVE, unpack
+
+    rec = load_trace(INPUTS / "multi_rank_logs" / "dedicated_log_torch_trace_rank_1.log")
+    packed = [e["payload"] for e in rec.events if isinstance(e.get("payload"), bytes)]
+    assert packed and all(len(unpack(p)) > PACK_ABOVE for p in packed)
+    assert sum(len(p) for p in packed) * 3 < sum(len(unpack(p)) for p in packed)
+    model = build_model(rec, "trace")
+    codes = [ev.payload for ev in model.trace_events if ev.name == "inductor_output_code"]
+    assert codes and all("def call(" in code for code in codes)
