@@ -14,7 +14,7 @@ from typing import Any
 
 from tcx import __version__
 from tcx.core.analysis import RunModel
-from tcx.core.frames import frame_origin
+from tcx.core.frames import innermost_user_frame, parse_stack_trace
 from tcx.core.graphs_view import human_bytes
 
 SCHEMA = "tcx.codegen/1"
@@ -490,26 +490,12 @@ def _split_list(text: str) -> list[str]:
     return [p.strip() for p in text.split(",") if p.strip()]
 
 
-_TRACE_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n\s*(?P<code>[^\n]*)')
-
-
 def _user_lines(traces: Any) -> list[dict[str, Any]]:
     lines: list[dict[str, Any]] = []
     for text in traces if isinstance(traces, list) else [traces]:
-        found = list(_TRACE_LINE.finditer(str(text)))
-        if found:
-            # The innermost frame of the user's own code (a device mode or other torch wrapper can
-            # sit below it); the innermost frame of all when the stack has no user frame.
-            mine = [m for m in found if frame_origin(m["file"]) == "user"]
-            m = (mine or found)[-1]
-            entry = {
-                "file": m["file"],
-                "line": int(m["line"]),
-                "function": m["fn"],
-                "code": m["code"].strip(),
-            }
-            if entry not in lines:
-                lines.append(entry)
+        entry = innermost_user_frame(parse_stack_trace(str(text)))
+        if entry is not None and entry not in lines:
+            lines.append(entry)
     return sorted(lines, key=lambda e: (e["file"], e["line"]))
 
 

@@ -34,3 +34,21 @@ def frame_origin(filename: str) -> str:
 
 def _in_stdlib(filename: str) -> bool:
     return any(filename.startswith(p + os.sep) for p in _STDLIB)
+
+
+_STACK_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n\s*(?P<code>[^\n]*)')
+
+
+def parse_stack_trace(text: str) -> list[dict]:
+    """The frames of a Python-formatted stack trace (as in FX nodes' `stack_trace`), outermost first."""
+    return [
+        {"file": m["file"], "line": int(m["line"]), "function": m["fn"], "code": m["code"].strip()}
+        for m in _STACK_LINE.finditer(text or "")
+    ]
+
+
+def innermost_user_frame(frames: list[dict]) -> dict | None:
+    """The innermost frame of the user's own code (torch wrappers such as a device mode can sit
+    below it); the innermost frame of all when the stack has no user frame."""
+    mine = [f for f in frames if frame_origin(f["file"]) == "user"]
+    return (mine or frames or [None])[-1]

@@ -17,16 +17,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import re
 import sys
 import threading
 from typing import Any
 
-from tcx.core.frames import frame_origin
+from tcx.core.frames import frame_origin, parse_stack_trace
 from tcx.core.recorder.compat import current_compile_id, unavailable
 from tcx.core.recording import RecordingWriter
 
-_FILE_LINE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n(?P<code>[^\n]*)')
 MAX_NODES_PER_GRAPH = 2000
 MAX_DECISIONS_PER_GRAPH = 4000
 
@@ -228,13 +226,7 @@ def _describe_node(node: Any) -> dict[str, Any]:
     for fx in origin_nodes:
         target = getattr(fx, "target", None)
         origins.append({"node": fx.name, "op": _op_name(target)})
-        for m in _FILE_LINE.finditer(str(fx.meta.get("stack_trace") or "")):
-            entry = {
-                "file": m["file"],
-                "line": int(m["line"]),
-                "function": m["fn"],
-                "code": m["code"].strip(),
-            }
+        for entry in parse_stack_trace(str(fx.meta.get("stack_trace") or "")):
             if entry not in lines:
                 lines.append(entry)
     desc: dict[str, Any] = {
