@@ -10,11 +10,6 @@ import click
 from tcx.cli.options import render_options, run_options
 
 INDUCTOR_REASON = "this view shows Inductor's generated code"
-PREVIEW_NOTE = (
-    "PREVIEW: Inductor's Triton code for {arch}, generated on this machine without a GPU (fake CUDA "
-    "device). Dynamo, the joint graph and the forward/backward partition ran on the CPU; on a GPU "
-    "those decisions may differ. --device cuda on a GPU machine records the real path."
-)
 
 
 def parse_target(text: str | None) -> str:

@@ -110,7 +110,6 @@ class Compile:
     restart_reasons: list[str] = field(default_factory=list)
     stack: list[Frame] = field(default_factory=list)
     compile_time_s: float | None = None
-    has_metrics: bool = False
 
     @property
     def is_resume(self) -> bool:
@@ -247,6 +246,7 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
             extras[kind].append(event)
         elif kind in RECORDER_EVENTS:
             recorder_events.append(event)
+    _name_refused_compiles(compiles)
     run_start = rec.first("run_start")
     return RunModel(
         source_kind=source_kind,
@@ -301,7 +301,6 @@ def _stack(raw: Any, interner: Interner, rank: Any = None) -> list[Frame]:
 
 
 def _apply_metrics(comp: Compile, m: dict[str, Any], metrics_recompiles: list[str]) -> None:
-    comp.has_metrics = True
     comp.co_name = m.get("co_name") or comp.co_name
     comp.co_filename = m.get("co_filename") or comp.co_filename
     comp.co_firstlineno = m.get("co_firstlineno") or comp.co_firstlineno
@@ -317,6 +316,22 @@ def _apply_metrics(comp: Compile, m: dict[str, Any], metrics_recompiles: list[st
     if comp.fail_type and not comp.co_name:
         # A frame refused before tracing (e.g. the recompile limit) has no co_name in metrics.
         comp.co_name = _frame_name_from_stack(comp)
+
+
+def _name_refused_compiles(compiles: dict[str, Compile]) -> None:
+    """A compile refused before tracing (the recompile limit) has no code name of its own; the
+    other compiles of the same frame (same frame id, same rank) name it."""
+
+    def frame_of(comp: Compile) -> str:  # "0" of "0/3", "rank1:0" of "rank1:0/3"
+        return comp.compile_id.rsplit("/", 1)[0]
+
+    by_frame = {frame_of(c): c for c in compiles.values() if c.co_name}
+    for comp in compiles.values():
+        known = by_frame.get(frame_of(comp))
+        if not comp.co_name and known is not None:
+            comp.co_name = known.co_name
+            comp.co_filename = comp.co_filename or known.co_filename
+            comp.co_firstlineno = comp.co_firstlineno or known.co_firstlineno
 
 
 def _frame_name_from_stack(comp: Compile) -> str | None:

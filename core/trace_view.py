@@ -56,7 +56,6 @@ class TraceView:
     unavailable: str | None
     total_compiles: int
     function_filter: str | None = None
-    compile_filter: str | None = None
 
 
 def build_trace(model: RunModel, function: str | None = None, compile_id: str | None = None) -> TraceView:
@@ -87,7 +86,6 @@ def build_trace(model: RunModel, function: str | None = None, compile_id: str | 
         unavailable=reason,
         total_compiles=total,
         function_filter=function,
-        compile_filter=compile_id,
     )
 
 

@@ -60,6 +60,17 @@ def render_header(ex: Explanation, console: Console) -> None:
     console.print(line)
     if ex.frames_compiled:
         console.print(Text("frames compiled: ", style="muted") + Text(clean(", ".join(ex.frames_compiled))))
+    warnings = list(
+        dict.fromkeys(
+            (log.get("message") or "").strip().splitlines()[0]
+            for log in m.logs
+            if log.get("level") in ("WARNING", "ERROR", "CRITICAL") and (log.get("message") or "").strip()
+        )
+    )
+    for message in warnings[:3]:
+        console.print(Text(f"torch warned: {clean(message)}", style="warn"))
+    if len(warnings) > 3:
+        console.print(Text(f"(+{len(warnings) - 3} more torch warnings in the recording)", style="muted"))
     for problem in m.problems[:5]:
         console.print(Text(f"warning: {clean(problem)}", style="warn"))
     unavailable = {k: v for k, v in ((m.run_start or {}).get("features") or {}).items() if v}

@@ -145,3 +145,13 @@ def test_try_block_frame_is_reported_as_given_up(program, tmp_path):
     [failed] = doc["failed_frames"]
     assert failed["function"] == "guarded"
     assert doc["graph_breaks"][0]["frame_skipped"] is True
+
+
+def test_recompile_limit_frame_is_named_and_torch_warning_shown(program, tmp_path):
+    doc, trace, _ = explain_with_trace(program("recompiles/recompile_limit.py"), tmp_path)
+    assert doc["failed_frame_count"] == len(trace.failed) == 1
+    [failed] = doc["failed_frames"]
+    assert failed["function"] == "poly" and failed["kind"] == "recompile limit reached"
+    assert failed["file"].endswith("recompile_limit.py")
+    text = run_tcx("explain", program("recompiles/recompile_limit.py")).stdout
+    assert "torch warned: torch._dynamo hit config.recompile_limit" in text

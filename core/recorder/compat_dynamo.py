@@ -27,7 +27,7 @@ import io
 import re
 from typing import Any
 
-from tcx.core.recorder.compat import TORCH_VERSION, current_compile_id, unavailable
+from tcx.core.recorder.compat import current_compile_id, unavailable
 from tcx.core.recording import RecordingWriter
 
 MAX_RECORDS = 50_000  # instructions kept per compile attempt; the rest are counted
@@ -613,7 +613,3 @@ def _describe_guard(g: Any, tree: dict[tuple[str, str], list[str]]) -> dict[str,
                 out.update(file=m.group("file"), line=int(m.group("line")), code=m.group("code"))
                 break
     return out
-
-
-def describe_torch() -> str:
-    return f"torch {TORCH_VERSION}"
