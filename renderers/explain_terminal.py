@@ -64,7 +64,9 @@ def render_header(ex: Explanation, console: Console) -> None:
         dict.fromkeys(
             (log.get("message") or "").strip().splitlines()[0]
             for log in m.logs
-            if log.get("level") in ("WARNING", "ERROR", "CRITICAL") and (log.get("message") or "").strip()
+            if log.get("level") in ("WARNING", "ERROR", "CRITICAL")
+            and (log.get("message") or "").strip()
+            and not (log.get("message") or "").lstrip().startswith("Graph break")  # explained below
         )
     )
     for message in warnings[:3]:
