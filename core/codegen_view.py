@@ -746,15 +746,21 @@ def lifetimes(wrapper: Wrapper) -> list[LifetimeRow]:
     return rows
 
 
-def to_json(view: CodegenView) -> dict[str, Any]:
-    m = view.model
+def device_envelope(schema: str, model: RunModel, target: str, unavailable: str | None) -> dict[str, Any]:
+    """The keys the codegen and fusion documents start with: which device's code, preview or real."""
     return {
-        "schema": SCHEMA,
+        "schema": schema,
         "tcx_version": __version__,
-        "torch_version": m.torch_version,
-        "target": view.target,
-        "preview": view.is_preview,
-        "unavailable": view.unavailable,
+        "torch_version": model.torch_version,
+        "target": target,
+        "preview": target.startswith("cuda:"),
+        "unavailable": unavailable,
+    }
+
+
+def to_json(view: CodegenView) -> dict[str, Any]:
+    return {
+        **device_envelope(SCHEMA, view.model, view.target, view.unavailable),
         "kernel_count": view.kernel_count,
         "kernels": [k.to_json() for k in view.kernels],
         "extern_calls": [e.to_json() for e in view.extern_calls],

@@ -11,9 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx import __version__
 from tcx.core.analysis import RunModel
-from tcx.core.codegen_view import CodegenView, Kernel, build_codegen, decode_name
+from tcx.core.codegen_view import CodegenView, Kernel, build_codegen, decode_name, device_envelope
 
 SCHEMA = "tcx.fusion/1"
 
@@ -169,14 +168,8 @@ def _match_kernel(members: list[dict[str, Any]], kernels: list[Kernel]) -> Kerne
 
 
 def to_json(view: FusionView) -> dict[str, Any]:
-    m = view.model
     return {
-        "schema": SCHEMA,
-        "tcx_version": __version__,
-        "torch_version": m.torch_version,
-        "target": view.target,
-        "preview": view.target.startswith("cuda:"),
-        "unavailable": view.unavailable,
+        **device_envelope(SCHEMA, view.model, view.target, view.unavailable),
         "graphs": [g.to_json() for g in view.graphs],
         "kernel_count": view.codegen.kernel_count,
         "kernels": [
