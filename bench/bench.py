@@ -22,9 +22,11 @@ Measurements:
    simulated stack and FX nodes per instruction) against `tcx explain` of the same program.
 5. Per-call capture: `tcx recompiles recompiles/hot_loop.py` (3000 calls of a compiled step)
    against `tcx explain` of the same program.
+6. The test suite: `make test`'s pytest command, run once, in seconds against its goal (the
+   suite's speed is measured here, never in a timed test).
 
 Flags: `--runs N` (default 3), `--quick` (one run), `--skip-inductor` (skip the slow
-measurement 1), `--backend B` (measurement 3), `--output FILE`.
+measurement 1), `--skip-tests` (skip measurement 6), `--backend B` (measurement 3), `--output FILE`.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ GOAL_HELP_S = 0.30
 GOAL_INGEST_RATIO = 1.0
 GOAL_TRACE_RATIO = 1.50
 GOAL_CALLS_RATIO = 1.25
+GOAL_TEST_SUITE_S = 120.0
 LARGE_LOG_DIR = RESULTS / "large_trace"
 
 # Cheap commands (start-up timings) get at least this many samples: one run is noise.
@@ -616,6 +619,19 @@ def table(results: dict[str, Any]) -> str:
                 "report",
             )
         )
+    ts = results.get("test_suite")
+    if ts:
+        rows.append(
+            (
+                ts["name"],
+                fmt_s(ts["wall_s"]),
+                f"{fmt_s(ts['goal_s_max'])} (goal)",
+                f"{ts['wall_s'] / ts['goal_s_max']:.2f}",
+                "",
+                f"<= {ts['goal_s_max']:.0f} s",
+                status(ts["ok"]),
+            )
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * w for w in widths))
@@ -691,6 +707,20 @@ def loadavg() -> str:
         return "n/a"
 
 
+def suite_time() -> dict[str, Any]:
+    """`make test`'s pytest command, once, on a cold session (every recording made anew)."""
+    pytest_argv = [PYTHON, "-m", "pytest", "-n", "2", "-q", "-p", "no:cacheprovider"]
+    cmd = Command("make test (pytest -n 2)", pytest_argv)
+    sample = run_once(cmd)
+    return {
+        "name": "test suite (make test)",
+        "wall_s": round(sample.wall_s, 1),
+        "cpu_s": round(sample.cpu_s, 1),
+        "goal_s_max": GOAL_TEST_SUITE_S,
+        "ok": sample.wall_s <= GOAL_TEST_SUITE_S,
+    }
+
+
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=textwrap.dedent(__doc__ or "").split("\n\n")[0],
@@ -703,6 +733,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         action="store_true",
         help="skip 'explain vs program' (its plain side compiles C++ with Inductor: slow)",
     )
+    parser.add_argument("--skip-tests", action="store_true", help="skip timing the test suite")
     parser.add_argument("--regen-log", action="store_true", help="write the large TORCH_TRACE log again")
     parser.add_argument("--output", type=Path, default=RESULTS / "latest.json", help="where the JSON goes")
     args = parser.parse_args(argv)
@@ -784,6 +815,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["trace_capture"] = trace_capture_cost(args.runs)
         print("per-call capture (tcx recompiles vs tcx explain) ...", file=sys.stderr, flush=True)
         results["calls_capture"] = calls_capture_cost(args.runs)
+        if not args.skip_tests:
+            print("test suite (make test) ...", file=sys.stderr, flush=True)
+            results["test_suite"] = suite_time()
     except BenchError as exc:
         print(f"bench: {exc}", file=sys.stderr)
         return 1

@@ -12,14 +12,16 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAMS = REPO / "fixtures" / "programs"
-SHARED_FIXTURES = REPO.parent / "shared" / "fixtures"
+TRACE_FIXTURES = REPO / "fixtures" / "torch-trace"
 
 
 def run_tcx(
@@ -117,9 +119,68 @@ def explain_with_trace(
     return json.loads(proc.stdout), read_torch_trace(trace_dir), proc
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that renders a session recording depends on an Inductor run: mark it so."""
+    for item in items:
+        if "recorded" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.inductor)
+            item.add_marker(pytest.mark.torch)
+
+
 @pytest.fixture
 def program():
     def path(name: str) -> str:
         return str(PROGRAMS / name)
 
     return path
+
+
+# Programs the views' tests share: each is recorded ONCE per test session (across xdist workers)
+# through Inductor with every capture on, next to torch's own TORCH_TRACE log of the same run;
+# the views' tests render the saved recording instead of compiling the program again.
+RECORDED_PROGRAMS: dict[str, tuple[str, ...]] = {
+    "seed_f": ("fixtures/programs/seed_f.py:f", "--call", "128x32:grad,32x64:grad,64:grad"),
+    "train_step": ("fixtures/programs/train_step.py:step",),
+    "tiny_llama": ("fixtures/programs/models/tiny_llama.py",),
+}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One recorded run: tcx's saved recording, torch's own log of it, and tcx's report of it."""
+
+    recording: Path
+    torch_trace: Path
+    report: dict
+
+
+@pytest.fixture(scope="session")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Recorded]:
+    """`recorded("seed_f")`: the session's one Inductor recording of that program (made on first use)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # one folder for all workers
+
+    def get(name: str) -> Recorded:
+        folder = shared / f"recorded-{name}"
+        done = folder / "report.json"
+        with FileLock(str(folder) + ".lock"):
+            if not done.exists():
+                folder.mkdir(exist_ok=True)
+                partial = folder / "report.json.partial"
+                proc = run_tcx(
+                    "report",
+                    *RECORDED_PROGRAMS[name],
+                    "--save",
+                    str(folder / "run.tcx"),
+                    "--format",
+                    "json",
+                    "-o",
+                    str(partial),
+                    env={"TORCH_TRACE": str(folder / "torch_trace")},
+                    timeout=900,
+                )
+                assert proc.returncode == 0, f"recording {name} failed:\n{proc.stderr[-3000:]}"
+                partial.rename(done)
+        return Recorded(folder / "run.tcx", folder / "torch_trace", json.loads(done.read_text()))
+
+    return get

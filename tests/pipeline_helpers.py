@@ -1,4 +1,4 @@
-"""Helpers for the graphs/fusion/codegen tests: record once per module, count torch's own kernels."""
+"""Helpers for the graphs/fusion/codegen tests: render the session's recordings, count torch's own kernels."""
 
 from __future__ import annotations
 
@@ -20,15 +20,8 @@ def torch_kernel_count(trace_dir: Path) -> int:
     return sum(len(_KERNEL.findall(code)) for code in torch_output_codes(trace_dir))
 
 
-def seed_f_view(view: str, rootpath: Path) -> dict:
-    """`tcx VIEW seed_f.py:f` trained once with x [128,32], as JSON."""
-    proc = run_tcx(
-        view,
-        f"{rootpath}/fixtures/programs/seed_f.py:f",
-        "--call",
-        "128x32:grad,32x64:grad,64:grad",
-        "--format",
-        "json",
-    )
+def view_of(view: str, recording: Path, *extra: str) -> dict:
+    """`tcx VIEW RECORDING --format json`: a view rendered from a saved recording (no run)."""
+    proc = run_tcx(view, str(recording), "--format", "json", *extra)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)

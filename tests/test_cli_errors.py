@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, REPO, SHARED_FIXTURES, run_tcx
+from conftest import PROGRAMS, REPO, TRACE_FIXTURES, run_tcx
 
 from tcx.core.errors import EXIT_INPUT, EXIT_OK, EXIT_USAGE
 from tcx.core.recording import FORMAT_NAME, RecordingWriter, write_header
 
-SIMPLE_LOG = SHARED_FIXTURES / "torch-trace" / "tlparse-tests" / "inputs" / "simple.log"
+SIMPLE_LOG = TRACE_FIXTURES / "tlparse-tests" / "inputs" / "simple.log"
 
 
 def assert_clean_failure(proc: subprocess.CompletedProcess, code: int, *needles: str) -> None:

@@ -10,30 +10,15 @@ import json
 
 import pytest
 from conftest import run_tcx
-from pipeline_helpers import torch_kernel_count
+from pipeline_helpers import torch_kernel_count, view_of
 
-pytestmark = pytest.mark.torch
-
-F_CALL = ("--call", "128x32:grad,32x64:grad,64:grad")
+pytestmark = [pytest.mark.torch, pytest.mark.inductor]
 
 
 @pytest.fixture(scope="module")
-def seed_f(tmp_path_factory, request):
-    tmp = tmp_path_factory.mktemp("codegen_f")
-    trace = tmp / "trace"
-    saved = tmp / "f.tcx"
-    proc = run_tcx(
-        "codegen",
-        f"{request.config.rootpath}/fixtures/programs/seed_f.py:f",
-        *F_CALL,
-        "--format",
-        "json",
-        "--save",
-        str(saved),
-        env={"TORCH_TRACE": str(trace)},
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout), trace, saved
+def seed_f(recorded):
+    run = recorded("seed_f")
+    return view_of("codegen", run.recording), run.torch_trace, run.recording
 
 
 def test_seed_f_kernels_extern_and_reuse(seed_f):
@@ -71,19 +56,12 @@ def test_saved_recording_renders_without_running(seed_f):
     assert {w["graph"] for w in bw["wrappers"]} == {"backward"}
 
 
-@pytest.mark.parametrize(
-    "target",
-    ["fixtures/programs/train_step.py:step", "fixtures/programs/models/tiny_llama.py"],
-)
-def test_kernel_count_matches_torch_output_code(target, tmp_path):
-    if "tiny_llama" in target:
-        pytest.importorskip("transformers")
-    trace = tmp_path / "trace"
-    proc = run_tcx("codegen", target, "--format", "json", env={"TORCH_TRACE": str(trace)}, timeout=600)
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
-    expected = torch_kernel_count(trace)
+@pytest.mark.parametrize("name", ["train_step", "tiny_llama"])
+def test_kernel_count_matches_torch_output_code(name, recorded):
+    run = recorded(name)
+    doc = view_of("codegen", run.recording)
+    expected = torch_kernel_count(run.torch_trace)
     assert expected > 0
     assert doc["kernel_count"] == expected
-    if "train_step" in target:
+    if name == "train_step":
         assert {w["graph"] for w in doc["wrappers"]} == {"forward", "backward"}

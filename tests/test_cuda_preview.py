@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import run_tcx
 
-pytestmark = pytest.mark.torch
+pytestmark = [pytest.mark.torch, pytest.mark.inductor]
 
 
 @pytest.fixture(scope="module")

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-from pipeline_helpers import seed_f_view
+from pipeline_helpers import view_of
 
 pytestmark = pytest.mark.torch
 
 
 @pytest.fixture(scope="module")
-def seed_f(request):
-    return seed_f_view("fusion", request.config.rootpath)
+def seed_f(recorded):
+    return view_of("fusion", recorded("seed_f").recording)
 
 
 def test_seed_f_pointwise_fused_extern_kept(seed_f):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_FIXTURES
+from conftest import TRACE_FIXTURES
 
 from tcx.core.analysis import build_model
 from tcx.core.graph_break_text import parse_graph_break
@@ -14,7 +14,7 @@ from tcx.core.trace_log import load_trace
 
 DATA = Path(__file__).parent / "data"
 TEXTS = DATA / "graph_break_texts"
-TLPARSE_INPUTS = SHARED_FIXTURES / "torch-trace" / "tlparse-tests" / "inputs"
+TLPARSE_INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"
 
 
 def sample(name: str) -> str:

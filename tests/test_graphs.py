@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 from conftest import run_tcx
-from pipeline_helpers import seed_f_view
+from pipeline_helpers import view_of
 
 pytestmark = pytest.mark.torch
 
 
 @pytest.fixture(scope="module")
-def seed_f(request):
-    return seed_f_view("graphs", request.config.rootpath)
+def seed_f(recorded):
+    return view_of("graphs", recorded("seed_f").recording)
 
 
 def test_seed_f_saved_values_with_bytes_and_input_views(seed_f):

@@ -6,13 +6,13 @@ import json
 import sys
 
 import pytest
-from conftest import PROGRAMS, SHARED_FIXTURES, run_tcx
+from conftest import PROGRAMS, TRACE_FIXTURES, run_tcx
 
 from tcx.core.analysis import build_model
 from tcx.core.ranks import multi_rank_report, split_by_rank
 from tcx.core.trace_log import load_trace
 
-MULTI = SHARED_FIXTURES / "torch-trace" / "tlparse-tests" / "inputs" / "multi_rank_logs"
+MULTI = TRACE_FIXTURES / "tlparse-tests" / "inputs" / "multi_rank_logs"
 
 
 def test_each_rank_counts_like_its_own_log():

@@ -24,7 +24,7 @@ from tcx.renderers.console import make_console
 from tcx.renderers.explain_terminal import render_explain
 
 PRINT_BREAK = (Path(__file__).parent / "data" / "graph_break_texts" / "torch2.13_print_break.txt").read_text()
-RECORDED_FILE = "/work/main/fixtures/programs/print_break.py"
+RECORDED_FILE = "/work/main/fixtures/programs/print_break.py"  # recorded data, not read
 PROGRAM = """\
 import torch
 

@@ -2,36 +2,23 @@
 
 from __future__ import annotations
 
-import json
+import os
 import re
 import shutil
 import subprocess
 
 import pytest
-from conftest import PROGRAMS, run_tcx
+from conftest import run_tcx
 from test_renderers import program_events, save_recording
 
 SECTIONS = ("overview", "explain", "recompiles", "guards", "trace", "bytecode", "graphs", "fusion", "codegen")
 
 
 @pytest.fixture(scope="module")
-def llama(tmp_path_factory):
+def llama(recorded, tmp_path_factory):
     """One real run of a transformers causal LM (small random config) through the whole pipeline."""
-    folder = tmp_path_factory.mktemp("llama")
-    save, report = folder / "run.tcx.gz", folder / "report.json"
-    proc = run_tcx(
-        "report",
-        str(PROGRAMS / "models" / "tiny_llama.py"),
-        "--save",
-        str(save),
-        "--format",
-        "json",
-        "-o",
-        str(report),
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return save, json.loads(report.read_text()), folder
+    run = recorded("tiny_llama")
+    return run.recording, run.report, tmp_path_factory.mktemp("llama")
 
 
 @pytest.mark.torch
@@ -89,6 +76,7 @@ def test_report_html_renders_in_a_headless_browser(llama):
         assert f'id="{anchor}"' in source
     browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
     if browser is None:
+        assert not os.environ.get("CI"), "CI must install a headless browser (.ci/run installs chromium)"
         pytest.skip(
             "no headless browser installed (.ci/run installs Debian's chromium): only the browser check"
         )

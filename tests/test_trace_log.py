@@ -15,14 +15,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_FIXTURES
+from conftest import TRACE_FIXTURES
 
 from tcx.core.analysis import build_model
 from tcx.core.errors import EXIT_INPUT, InputError
 from tcx.core.explain import explain, to_json
 from tcx.core.trace_log import load_trace
 
-INPUTS = SHARED_FIXTURES / "torch-trace" / "tlparse-tests" / "inputs"
+INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"
 MULTI_RANK = INPUTS / "multi_rank_logs"
 SAVED = Path(__file__).parent / "data" / "traces"
 
@@ -35,7 +35,7 @@ CHECKSUM_PROBLEMS = {"simple_corrupted_json.log": 13, "export.log": 60}
 
 
 def test_the_fixture_logs_are_there():
-    assert INPUTS.is_dir(), f"missing shared fixtures: {INPUTS}"
+    assert INPUTS.is_dir(), f"missing trace fixtures: {INPUTS}"
     assert len(FIXTURE_LOGS) >= 12, FIXTURE_LOGS
     assert {"simple.log", "simple_corrupted_json.log", "comp_failure.log"} <= set(FIXTURE_LOGS)
     assert len(list(MULTI_RANK.glob("*.log"))) == 4

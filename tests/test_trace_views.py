@@ -11,13 +11,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SHARED_FIXTURES, run_tcx
+from conftest import TRACE_FIXTURES, run_tcx
 
 from tcx.core.analysis import build_model
 from tcx.core.codegen_view import count_kernels
 from tcx.core.trace_log import load_trace
 
-INPUTS = SHARED_FIXTURES / "torch-trace" / "tlparse-tests" / "inputs"
+INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"
 LOGS = [
     "simple.log",
     "cache_hit_miss.log",
