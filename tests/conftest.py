@@ -135,9 +135,11 @@ def program():
     return path
 
 
-# Programs the views' tests share: each is recorded ONCE per test session (across xdist workers)
-# through Inductor with every capture on, next to torch's own TORCH_TRACE log of the same run;
-# the views' tests render the saved recording instead of compiling the program again.
+# Programs the views' tests share. Each is recorded ONCE per test session (across xdist
+# workers) by `tcx report` with every capture on, next to torch's own TORCH_TRACE log of the
+# same run; the views' tests render the saved recording instead of running the program again.
+# `recorded`: through Inductor (graphs, fusion, kernels); `dynamo_recorded`: the whole script
+# under fixtures/programs/ with the eager backend (breaks, guards, trace, bytecode, recompiles).
 RECORDED_PROGRAMS: dict[str, tuple[str, ...]] = {
     "seed_f": ("fixtures/programs/seed_f.py:f", "--call", "128x32:grad,32x64:grad,64:grad"),
     "train_step": ("fixtures/programs/train_step.py:step",),
@@ -151,17 +153,28 @@ class Recorded:
 
     recording: Path
     torch_trace: Path
-    report: dict
+    report_path: Path
+
+    @property
+    def report(self) -> dict:
+        """`tcx report --format json` of the live run (read on demand: it can be tens of MB)."""
+        return json.loads(self.report_path.read_text())
+
+    def view(self, name: str, *extra: str) -> dict:
+        """`tcx VIEW RECORDING --format json`: a view rendered from the saved recording (no run)."""
+        proc = run_tcx(name, str(self.recording), "--format", "json", *extra)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
 
 
-@pytest.fixture(scope="session")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Recorded]:
-    """`recorded("seed_f")`: the session's one Inductor recording of that program (made on first use)."""
-    base = tmp_path_factory.getbasetemp()
+def _session_recorder(
+    factory: pytest.TempPathFactory, kind: str, argv: Callable[[str], tuple[str, ...]]
+) -> Callable[[str], Recorded]:
+    base = factory.getbasetemp()
     shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # one folder for all workers
 
     def get(name: str) -> Recorded:
-        folder = shared / f"recorded-{name}"
+        folder = shared / f"{kind}-{name.replace('/', '_')}"
         done = folder / "report.json"
         with FileLock(str(folder) + ".lock"):
             if not done.exists():
@@ -169,7 +182,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Record
                 partial = folder / "report.json.partial"
                 proc = run_tcx(
                     "report",
-                    *RECORDED_PROGRAMS[name],
+                    *argv(name),
                     "--save",
                     str(folder / "run.tcx"),
                     "--format",
@@ -181,6 +194,33 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Record
                 )
                 assert proc.returncode == 0, f"recording {name} failed:\n{proc.stderr[-3000:]}"
                 partial.rename(done)
-        return Recorded(folder / "run.tcx", folder / "torch_trace", json.loads(done.read_text()))
+        return Recorded(folder / "run.tcx", folder / "torch_trace", done)
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Recorded]:
+    """`recorded("seed_f")`: the session's one Inductor recording of that program (made on first use)."""
+    return _session_recorder(tmp_path_factory, "inductor", RECORDED_PROGRAMS.__getitem__)
+
+
+@pytest.fixture(scope="session")
+def dynamo_recorded(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Recorded]:
+    """`dynamo_recorded("demo.py")`: the session's one eager-backend recording of that fixture program."""
+    return _session_recorder(
+        tmp_path_factory, "eager", lambda name: (str(PROGRAMS / name), "--backend", "eager")
+    )
+
+
+@pytest.fixture
+def explained(
+    dynamo_recorded: Callable[[str], Recorded],
+) -> Callable[[str], tuple[dict, TorchTrace, Recorded]]:
+    """`explained("demo.py")`: tcx's explain JSON of the session's recording, and torch's log of that run."""
+
+    def get(name: str) -> tuple[dict, TorchTrace, Recorded]:
+        run = dynamo_recorded(name)
+        return run.view("explain"), read_torch_trace(run.torch_trace), run
 
     return get

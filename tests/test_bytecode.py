@@ -10,13 +10,10 @@ from conftest import run_tcx
 pytestmark = pytest.mark.torch
 
 
-def test_data_dependent_if_chain_and_fallback(program, tmp_path):
-    trace_dir = tmp_path / "torch_trace"
-    proc = run_tcx(
-        "bytecode", program("data_dependent_if.py"), "--format", "json", env={"TORCH_TRACE": str(trace_dir)}
-    )
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
+def test_data_dependent_if_chain_and_fallback(dynamo_recorded):
+    run = dynamo_recorded("data_dependent_if.py")
+    trace_dir = run.torch_trace
+    doc = run.view("bytecode")
     assert doc["schema"] == "tcx.bytecode/1"
     frames = {f["compile_id"]: f for f in doc["frames"]}
     g = frames["0/0"]
@@ -45,7 +42,7 @@ def test_data_dependent_if_chain_and_fallback(program, tmp_path):
         assert [r["opname"] for r in off["transformed"]] == [r["opname"] for r in live["transformed"]]
 
 
-def test_text_report_never_crashes_on_a_model(program):
-    proc = run_tcx("bytecode", program("models/tiny_llama.py"))
+def test_text_report_never_crashes_on_a_model(dynamo_recorded):
+    proc = run_tcx("bytecode", str(dynamo_recorded("models/tiny_llama.py").recording))
     assert proc.returncode == 0, proc.stderr
     assert "transformed by Dynamo" in proc.stdout and "calls, in order" in proc.stdout

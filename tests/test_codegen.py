@@ -10,7 +10,7 @@ import json
 
 import pytest
 from conftest import run_tcx
-from pipeline_helpers import torch_kernel_count, view_of
+from pipeline_helpers import torch_kernel_count
 
 pytestmark = [pytest.mark.torch, pytest.mark.inductor]
 
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.torch, pytest.mark.inductor]
 @pytest.fixture(scope="module")
 def seed_f(recorded):
     run = recorded("seed_f")
-    return view_of("codegen", run.recording), run.torch_trace, run.recording
+    return run.view("codegen"), run.torch_trace, run.recording
 
 
 def test_seed_f_kernels_extern_and_reuse(seed_f):
@@ -59,7 +59,7 @@ def test_saved_recording_renders_without_running(seed_f):
 @pytest.mark.parametrize("name", ["train_step", "tiny_llama"])
 def test_kernel_count_matches_torch_output_code(name, recorded):
     run = recorded(name)
-    doc = view_of("codegen", run.recording)
+    doc = run.view("codegen")
     expected = torch_kernel_count(run.torch_trace)
     assert expected > 0
     assert doc["kernel_count"] == expected

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from pipeline_helpers import view_of
 
 pytestmark = pytest.mark.torch
 
 
 @pytest.fixture(scope="module")
 def seed_f(recorded):
-    return view_of("fusion", recorded("seed_f").recording)
+    return recorded("seed_f").view("fusion")
 
 
 def test_seed_f_pointwise_fused_extern_kept(seed_f):

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 from conftest import run_tcx
-from pipeline_helpers import view_of
 
 pytestmark = pytest.mark.torch
 
 
 @pytest.fixture(scope="module")
 def seed_f(recorded):
-    return view_of("graphs", recorded("seed_f").recording)
+    return recorded("seed_f").view("graphs")
 
 
 def test_seed_f_saved_values_with_bytes_and_input_views(seed_f):

@@ -56,8 +56,9 @@ def test_seed_f_shape_guard_then_relation(program, tmp_path):
 @pytest.mark.parametrize(
     "name", ["seed_f.py", "data_dependent_if.py", "nested_break.py", "models/tiny_llama.py"]
 )
-def test_guard_counts_equal_torch_metrics(name, program, tmp_path):
-    doc, counts, _ = guards_json(program(name), tmp_path)
+def test_guard_counts_equal_torch_metrics(name, dynamo_recorded):
+    run = dynamo_recorded(name)
+    doc, counts = run.view("guards"), torch_guard_counts(run.torch_trace)
     assert doc["entries"]
     for entry in doc["entries"]:
         assert entry["guard_count"] == counts[entry["compile_id"]], entry["compile_id"]

@@ -83,12 +83,16 @@ def test_call_spec_drives_the_function(program, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert doc["graph_count"] == trace.graphs == 2
     assert doc["recompile_count"] == trace.recompiles == 1
-    assert doc["function"] is None  # everything recorded came from tcx's own calls of f
+    # Everything recorded came from tcx's own calls of f: the selection is the whole run.
+    assert doc["selection"]["function"] == "f"
+    assert set(doc["selection"]["compile_ids"]) == {f"{a}/{b}" for a, b in trace.compile_ids}
 
 
 def test_examples_convention(program, tmp_path):
     doc, trace, _ = explain_with_trace(program("seed_f.py") + ":f", tmp_path)
     assert doc["compile_count"] == len(trace.compile_ids) == 3  # tcx_calls(): 128, 128, 256, 32
+    # explain needs only Dynamo: it runs the eager backend and says why
+    assert doc["backend"]["name"] == "eager" and "Dynamo" in doc["backend"]["reason"]
 
 
 def test_module_function_target(tmp_path):
@@ -109,7 +113,7 @@ def test_module_function_without_inputs_is_a_usage_error():
 
 def test_function_filter_when_the_program_runs(program, tmp_path):
     doc, _, _ = explain_with_trace(program("nested_break.py") + ":middle", tmp_path)
-    assert doc["function"] == "middle"
+    assert doc["selection"]["function"] == "middle"
     # Every break has middle on its user stack (outer inlined it, middle itself, inner called
     # from it); the resume of outer ran after middle returned, so it is not middle's.
     assert doc["graph_break_count"] == 3
@@ -135,15 +139,15 @@ def test_save_then_show_renders_the_same_without_torch(program, tmp_path):
     assert "if x.sum() > 0:" in text  # source embedded in the recording
 
 
-def test_check_budgets(program):
+def test_check_budgets(program, dynamo_recorded):
     over = run_tcx("check", program("demo.py"), "--max-graph-breaks", "0")
     assert over.returncode == 1
     assert "graph breaks" in over.stdout and "FAIL" in over.stdout
-    within = run_tcx("check", program("clean_module.py"), "--max-graph-breaks", "0", "--max-recompiles", "0")
+    clean = str(dynamo_recorded("clean_module.py").recording)
+    within = run_tcx("check", clean, "--max-graph-breaks", "0", "--max-recompiles", "0")
     assert within.returncode == 0, within.stdout + within.stderr
-    sarif = json.loads(
-        run_tcx("check", program("demo.py"), "--max-graph-breaks", "0", "--format", "sarif").stdout
-    )
+    demo = str(dynamo_recorded("demo.py").recording)
+    sarif = json.loads(run_tcx("check", demo, "--max-graph-breaks", "0", "--format", "sarif").stdout)
     assert sarif["version"] == "2.1.0"
     results = sarif["runs"][0]["results"]
     assert len(results) == 3

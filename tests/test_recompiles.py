@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import PROGRAMS, compile_id, read_torch_trace, run_tcx, torch_trace_records
+from conftest import compile_id, read_torch_trace, run_tcx, torch_trace_records
 
 pytestmark = pytest.mark.torch
 
@@ -96,9 +96,9 @@ CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_recompile_count_matches_torch_trace(name, program, tmp_path):
-    doc, trace_dir, proc = recompiles_with_trace(program(f"recompiles/{name}"), tmp_path)
-    assert proc.returncode == 0, proc.stderr
+def test_recompile_count_matches_torch_trace(name, dynamo_recorded):
+    run = dynamo_recorded(f"recompiles/{name}")
+    doc, trace_dir = run.view("recompiles"), run.torch_trace
     cause, count = CASES[name]
     assert doc["recompile_count"] == read_torch_trace(trace_dir).recompiles == count
     torch_ids = [cid for cid, _ in recompile_reasons(trace_dir)]
@@ -129,20 +129,20 @@ def test_recompile_count_matches_torch_trace(name, program, tmp_path):
         assert [c["outcome"] for c in off["calls"]].count("eager") == 1
 
 
-def test_text_report_shouts_the_limit(program):
-    proc = run_tcx("recompiles", program("recompiles/recompile_limit.py"), "--width", "120")
+def test_text_report_shouts_the_limit(dynamo_recorded):
+    recording = dynamo_recorded("recompiles/recompile_limit.py").recording
+    proc = run_tcx("recompiles", str(recording), "--width", "120")
     assert proc.returncode == 0, proc.stderr
     assert "RECOMPILE LIMIT HIT" in proc.stdout and "torch._dynamo.config.recompile_limit = 3" in proc.stdout
     assert "EAGER" in proc.stdout
 
 
-def test_every_call_is_counted_past_the_listed_ones(tmp_path):
+def test_every_call_is_counted_past_the_listed_ones(dynamo_recorded):
     """3000 calls: the first 1000 and every recompile are listed, the other hits counted exactly."""
-    proc = run_tcx("recompiles", str(PROGRAMS / "recompiles" / "hot_loop.py"), "--format", "json")
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
+    run = dynamo_recorded("recompiles/hot_loop.py")
+    doc = run.view("recompiles")
     assert doc["call_count"] == 3000 and doc["call_count_exact"] is True
     assert doc["outcomes"] == {"compile": 1, "hit": 2997, "recompile": 2, "eager": 0}
     assert [c["index"] for c in doc["calls"] if c["outcome"] == "recompile"] == [1000, 2000]
-    text = run_tcx("recompiles", str(PROGRAMS / "recompiles" / "hot_loop.py")).stdout
+    text = run_tcx("recompiles", str(run.recording)).stdout
     assert "#1–#999" in text and "hit ×999" in text and "#1001–#1999" in text

@@ -23,6 +23,11 @@ def trace_json(target: str, tmp_path: Path, *extra: str) -> tuple[dict, dict]:
     return json.loads(proc.stdout), torch_graph_nodes(trace_dir)
 
 
+def recorded_trace(run, *extra: str) -> tuple[dict, dict]:
+    """`tcx trace` of the session's recording of a fixture program, and torch's graphs of that run."""
+    return run.view("trace", *extra), torch_graph_nodes(run.torch_trace)
+
+
 def torch_graph_nodes(directory: Path) -> dict[tuple[str, int], Counter]:
     """Node names of every `dynamo_output_graph` payload (the graph torch printed), output node left out."""
     return {
@@ -81,8 +86,8 @@ def test_seed_f_branch_is_decided_at_trace_time(program, tmp_path):
     assert any("> 64" in g for g in jump["decided"]["guards"])
 
 
-def test_data_dependent_if_breaks_at_the_jump(program, tmp_path):
-    doc, _ = trace_json(program("data_dependent_if.py"), tmp_path)
+def test_data_dependent_if_breaks_at_the_jump(dynamo_recorded):
+    doc, _ = recorded_trace(dynamo_recorded("data_dependent_if.py"))
     first = _compile(doc, "0/0")
     brk = first["graph_break"]
     assert brk is not None and "JUMP" in brk["opname"] and brk["line"] == 9
@@ -94,8 +99,8 @@ def test_data_dependent_if_breaks_at_the_jump(program, tmp_path):
 @pytest.mark.parametrize(
     "name", ["seed_f.py", "data_dependent_if.py", "nested_break.py", "models/tiny_llama.py"]
 )
-def test_every_graph_node_comes_from_exactly_one_instruction(name, program, tmp_path):
-    doc, graphs = trace_json(program(name), tmp_path)
+def test_every_graph_node_comes_from_exactly_one_instruction(name, dynamo_recorded):
+    doc, graphs = recorded_trace(dynamo_recorded(name))
     assert graphs, "torch logged no graph"
     for (cid, attempt), expected in graphs.items():
         comp = _compile(doc, cid, attempt)
@@ -105,8 +110,8 @@ def test_every_graph_node_comes_from_exactly_one_instruction(name, program, tmp_
         assert all(per_instruction[n] == 1 for n in expected), (cid, attempt)
 
 
-def test_inlined_calls_nest_under_their_call(program, tmp_path):
-    doc, _ = trace_json(program("models/tiny_llama.py"), tmp_path, "--limit", "5000")
+def test_inlined_calls_nest_under_their_call(dynamo_recorded):
+    doc, _ = recorded_trace(dynamo_recorded("models/tiny_llama.py"), "--limit", "5000")
     nested = [i for c in doc["compiles"] for i in c["instructions"] if i["depth"] > 0]
     assert nested
     comp = next(c for c in doc["compiles"] if any(i["depth"] for i in c["instructions"]))
@@ -127,18 +132,16 @@ def test_text_report_and_filters(program):
     assert "compile 0/0" in proc.stdout and "more instructions not shown" in proc.stdout
 
 
-def test_trace_log_says_it_needs_a_live_run(tmp_path, program):
-    trace_dir = tmp_path / "t"
-    run_tcx("explain", program("data_dependent_if.py"), env={"TORCH_TRACE": str(trace_dir)})
-    proc = run_tcx("trace", str(trace_dir), "--format", "json")
+def test_trace_log_says_it_needs_a_live_run(dynamo_recorded):
+    proc = run_tcx("trace", str(dynamo_recorded("data_dependent_if.py").torch_trace), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     doc = json.loads(proc.stdout)
     assert doc["available"] is False and "live run" in doc["unavailable_reason"]
 
 
-def test_restarted_trace_is_attempt_1_of_the_same_compile(program, tmp_path):
+def test_restarted_trace_is_attempt_1_of_the_same_compile(dynamo_recorded):
     """A print makes Dynamo restart the analysis: attempt 0 ends at the break, attempt 1 compiles."""
-    doc, graphs = trace_json(program("print_break.py"), tmp_path)
+    doc, graphs = recorded_trace(dynamo_recorded("print_break.py"))
     attempts = [c for c in doc["compiles"] if c["compile_id"] == "0/0"]
     assert [c["attempt"] for c in attempts] == [0, 1]
     first, second = attempts
