@@ -22,11 +22,15 @@ Measurements:
    simulated stack and FX nodes per instruction) against `tcx explain` of the same program.
 5. Per-call capture: `tcx recompiles recompiles/hot_loop.py` (3000 calls of a compiled step)
    against `tcx explain` of the same program.
-6. The test suite: `make test`'s pytest command, run once, in seconds against its goal (the
+6. Warm start: `tcx cache cache/tiny.py` (a cold run, then a warm one, with a private cache
+   directory) against running the program twice with plain `python` and a fresh shared
+   TORCHINDUCTOR_CACHE_DIR (skipped with `--skip-inductor`).
+7. The test suite: `make test`'s pytest command, run once, in seconds against its goal (the
    suite's speed is measured here, never in a timed test).
 
 Flags: `--runs N` (default 3), `--quick` (one run), `--skip-inductor` (skip the slow
-measurement 1), `--skip-tests` (skip measurement 6), `--backend B` (measurement 3), `--output FILE`.
+measurement 1), `--skip-tests` (skip measurement 6), `--backend B` (measurement 3), `--output FILE`,
+`--skip-big` / `--only-big` (measurement 7), `--regen-log` (write the large log again).
 """
 
 from __future__ import annotations
@@ -49,6 +53,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import big_runs  # bench/ is not a package
+
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "fixtures" / "programs"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -61,6 +68,7 @@ GOAL_HELP_S = 0.30
 GOAL_INGEST_RATIO = 1.0
 GOAL_TRACE_RATIO = 1.50
 GOAL_CALLS_RATIO = 1.25
+GOAL_CACHE_RATIO = 1.25
 GOAL_TEST_SUITE_S = 120.0
 LARGE_LOG_DIR = RESULTS / "large_trace"
 
@@ -393,13 +401,13 @@ def large_log(regenerate: bool) -> Path:
         return logs[0]
     shutil.rmtree(LARGE_LOG_DIR, ignore_errors=True)
     print(
-        "  writing the large log (inductor, 4 layers x 8 sequence lengths; a few minutes) ...",
+        "  writing the large log (>= 45 MB of Inductor compiles: half an hour on 2 loaded cores) ...",
         file=sys.stderr,
         flush=True,
     )
     env = {**base_env(), "TORCH_TRACE": str(LARGE_LOG_DIR), "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
     subprocess.run(
-        [PYTHON, str(ROOT / "bench" / "make_large_log.py"), "inductor"],
+        [PYTHON, str(ROOT / "bench" / "make_large_log.py"), "--backend", "inductor", "--min-mb", "45"],
         cwd=ROOT,
         env=env,
         check=True,
@@ -555,6 +563,7 @@ def table(results: dict[str, Any]) -> str:
         results.get("ingest_vs_tlparse"),
         results.get("trace_capture"),
         results.get("calls_capture"),
+        results.get("cache_vs_two_runs"),
     ):
         if res is None:
             continue
@@ -646,6 +655,7 @@ def footnotes(results: dict[str, Any]) -> str:
         "ingest_vs_tlparse",
         "trace_capture",
         "calls_capture",
+        "cache_vs_two_runs",
     ):
         res = results.get(key)
         if res:
@@ -735,6 +745,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--skip-tests", action="store_true", help="skip timing the test suite")
     parser.add_argument("--regen-log", action="store_true", help="write the large TORCH_TRACE log again")
+    parser.add_argument("--skip-big", action="store_true", help="skip the big-run rows (bench/big_runs.py)")
+    parser.add_argument("--only-big", action="store_true", help="run only the big-run rows")
     parser.add_argument("--output", type=Path, default=RESULTS / "latest.json", help="where the JSON goes")
     args = parser.parse_args(argv)
     if args.quick:
@@ -774,6 +786,70 @@ def calls_capture_cost(runs: int) -> dict[str, Any]:
     )
 
 
+def cache_check(stdout: str) -> None:
+    """`tcx cache --format json` ran cold then warm, and the warm run hit every lookup."""
+    try:
+        report = json.loads(stdout)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"tcx cache did not print JSON ({exc}): {stdout[:200]!r}") from exc
+    if [r["label"] for r in report.get("runs", [])] != ["cold", "warm"]:
+        raise BenchError("tcx cache did not run the program cold, then warm")
+    if not report.get("cache_lookup_count") or report.get("cache_miss_count"):
+        raise BenchError(f"tcx cache: the warm run did not hit every lookup: {report.get('runs')}")
+
+
+def cache_vs_two_runs(runs: int) -> dict[str, Any]:
+    """`tcx cache PROGRAM` (cold + warm, recorded) against running the program twice."""
+    rel = str((PROGRAMS / "cache" / "tiny.py").relative_to(ROOT))
+    argv = [*tcx_argv(), "cache", rel, "--format", "json"]
+    tcx = Command("tcx cache (cold + warm)", argv, check=cache_check)
+    plain = Command(
+        "python program twice (shared cache dir)",
+        ["sh", "-c", f'"{PYTHON}" {rel} && "{PYTHON}" {rel}'],
+        fresh_cache=True,
+    )
+    measure([tcx, plain], runs)
+    return comparison(
+        "cache vs program twice",
+        "cache/tiny.py: tcx cache vs two plain runs sharing a fresh TORCHINDUCTOR_CACHE_DIR",
+        tcx,
+        plain,
+        GOAL_CACHE_RATIO,
+    )
+
+
+def run_big(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The real-size rows (bench/big_runs.py): every view, the HTML report, 1 GB, 64 ranks."""
+    log = large_log(args.regen_log)
+    env = base_env()
+    say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    return big_runs.big_runs(tcx_argv(), log, args.runs, env, say)
+
+
+def big_runs_only(args: argparse.Namespace, results: dict[str, Any], started: float) -> int:
+    """`--only-big`: the real-size rows alone, in their own table and results file."""
+    try:
+        results["environment"]["torch"] = torch_version()
+        results["big_runs"] = run_big(args)
+    except (BenchError, RuntimeError) as exc:
+        print(f"bench: {exc}", file=sys.stderr)
+        return 1
+    results["environment"]["loadavg_end"] = loadavg()
+    results["elapsed_s"] = round(time.perf_counter() - started, 1)
+    if results["big_runs"]:
+        print()
+        print(big_runs.table(results["big_runs"]))
+    print(
+        f"\nwall clock medians of {args.runs} run(s); {results['environment']['cpus']} cpu(s), "
+        f"load avg {results['environment']['loadavg_start']} -> {results['environment']['loadavg_end']}"
+    )
+    out = args.output if args.output != RESULTS / "latest.json" else RESULTS / "big_runs.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {out} ({results['elapsed_s']} s)")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
@@ -789,6 +865,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "loadavg_start": loadavg(),
         },
     }
+    if args.only_big:
+        return big_runs_only(args, results, started)
     try:
         # Untimed: brings torch into the page cache so the first timed run is not penalised.
         results["environment"]["torch"] = torch_version()
@@ -815,6 +893,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["trace_capture"] = trace_capture_cost(args.runs)
         print("per-call capture (tcx recompiles vs tcx explain) ...", file=sys.stderr, flush=True)
         results["calls_capture"] = calls_capture_cost(args.runs)
+        if not args.skip_inductor:
+            print("warm start (tcx cache vs the program twice) ...", file=sys.stderr, flush=True)
+            results["cache_vs_two_runs"] = cache_vs_two_runs(args.runs)
+        if not args.skip_big:
+            results["big_runs"] = run_big(args)
         if not args.skip_tests:
             print("test suite (make test) ...", file=sys.stderr, flush=True)
             results["test_suite"] = suite_time()
@@ -825,6 +908,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     results["elapsed_s"] = round(time.perf_counter() - started, 1)
     print()
     print(table(results))
+    if results.get("big_runs"):
+        print()
+        print(big_runs.table(results["big_runs"]))
     print()
     print(footnotes(results))
     args.output.parent.mkdir(parents=True, exist_ok=True)

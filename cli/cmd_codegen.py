@@ -7,9 +7,11 @@ from typing import Any
 
 import click
 
-from tcx.cli.options import render_options, run_options
+from tcx.cli.views import run_view, view_command
+from tcx.core.torchtext.arch import arch_name, parse_arch
+from tcx.core.views import get
 
-INDUCTOR_REASON = "this view shows Inductor's generated code"
+VIEW = get("codegen")
 
 
 def parse_target(text: str | None) -> str:
@@ -19,70 +21,28 @@ def parse_target(text: str | None) -> str:
     t = text.lower().strip()
     if t == "cuda":
         return "cuda:sm_90"
-    arch = t.split(":", 1)[1] if t.startswith("cuda:") else t
-    digits = arch.removeprefix("sm_").removeprefix("sm").rstrip("a")
-    if not digits.isdigit() or not 2 <= len(digits) <= 3:
+    arch = parse_arch(t.split(":", 1)[1] if t.startswith("cuda:") else t)
+    if arch is None:
         raise click.BadParameter(f"{text!r}: use cpu, cuda or cuda:sm_XX (e.g. cuda:sm_80, cuda:sm_90)")
-    return f"cuda:sm_{int(digits)}"
+    return f"cuda:{arch_name(arch)}"
 
 
-def target_options(fn: Any) -> Any:
-    for deco in reversed(
-        [
-            click.option(
-                "--target",
-                "target_device",
-                default=None,
-                metavar="cpu|cuda[:sm_XX]",
-                help="Show the code for this device: cuda[:sm_80|sm_90|...] previews the Triton kernels "
-                "and wrapper Inductor would generate for that GPU, without a GPU (needs triton).",
-            ),
-            click.option(
-                "--graph",
-                "graph",
-                type=click.Choice(["forward", "backward", "inference"]),
-                default=None,
-                help="Only this graph of each compile.",
-            ),
-        ]
-    ):
-        fn = deco(fn)
-    return fn
-
-
-def captures_for(params: dict[str, Any], base: tuple[str, ...]) -> tuple[str, ...]:
-    caps = list(base)
+def captures_for(params: dict[str, Any]) -> tuple[str, ...]:
+    """The CUDA preview's capture when `--target cuda:sm_XX` asks for one."""
+    caps = []
     target = params["target_device"]
     if target.startswith("cuda:"):
         caps.append(f"cuda_preview={target.split(':', 1)[1]}" + ("+ptx" if params.get("ptx") else ""))
     return tuple(caps)
 
 
-@click.command("codegen")
-@run_options
-@target_options
-@click.option(
-    "--kernel", "kernel", default=None, metavar="NAME", help="Show only this kernel (name or part)."
-)
-@click.option("--ptx", is_flag=True, help="With --target cuda:…: add each Triton kernel's PTX (Triton AOT).")
-@click.option("--no-lifetimes", is_flag=True, help="Leave out the buffer-lifetime timelines.")
-@render_options(("text", "json"))
+@view_command(VIEW)
 def command(**params: Any) -> None:
-    """The kernels and wrapper Inductor generated for TARGET (Triton or C++), annotated."""
-    from tcx.cli import common
-    from tcx.core.codegen_view import build_codegen, to_json
-    from tcx.renderers.codegen_terminal import render_codegen
-
     params["target_device"] = parse_target(params["target_device"])
-    loaded = common.load(params, "inductor", INDUCTOR_REASON, capture=captures_for(params, ("codegen",)))
-    view = build_codegen(
-        loaded.model, params["target_device"], graph=params["graph"], kernel=params["kernel"]
+    run_view(
+        VIEW,
+        params,
+        capture=captures_for(params),
+        build={"device": params["target_device"], "kernel": params["kernel"]},
+        render={"lifetimes": not params["no_lifetimes"], "only_kernel": params["kernel"]},
     )
-    if params["fmt"] == "json":
-        common.emit_json(to_json(view))
-    else:
-        render_codegen(
-            view, common.console(params), lifetimes=not params["no_lifetimes"], only_kernel=params["kernel"]
-        )
-        common.saved_note(loaded)
-    common.finish(loaded.model)

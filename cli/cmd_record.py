@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from tcx.cli.options import render_options
+from tcx.cli.options import check_timeout, render_options
 
 
 @click.command(name="record", context_settings={"ignore_unknown_options": True})
@@ -20,7 +20,12 @@ from tcx.cli.options import render_options
     help="Keep the trace logs in DIR (re-render with `tcx show DIR`).",
 )
 @click.option(
-    "--timeout", type=float, default=None, metavar="SECONDS", help="Stop the command after this long."
+    "--timeout",
+    type=float,
+    default=None,
+    metavar="SECONDS",
+    callback=check_timeout,
+    help="Stop the command after this long.",
 )
 @click.option("--no-cache", is_flag=True, help="Disable Inductor's caches so every stage really runs.")
 @render_options(("text", "json"))
@@ -31,11 +36,14 @@ def command(**params: Any) -> None:
     from tcx.cli import common
     from tcx.core.analysis import build_model
     from tcx.core.command_run import keep_logs, run_command
+    from tcx.core.driver import check_save
     from tcx.core.errors import EXIT_TARGET, TcxError
     from tcx.core.explain import explain, to_json
     from tcx.core.trace_log import load_trace
     from tcx.renderers.explain_terminal import render_explain
 
+    if params["save"]:
+        check_save(params["save"], directory=True)
     run = run_command(list(params["cmd"]), timeout=params["timeout"], disable_caches=params["no_cache"])
     try:
         if params["save"]:
@@ -48,28 +56,51 @@ def command(**params: Any) -> None:
             )
             sys.exit(EXIT_TARGET if run.returncode else 0)
         model.target = " ".join(params["cmd"])
+        model.sources.live = True  # the command just ran here: the files on disk are the ones it ran
         ex = explain(model)
+        hang = _hang(run, model, params["timeout"])
         if params["fmt"] == "json":
             doc = to_json(ex)
+            doc["hang"] = hang.to_json() if hang else None
             doc["program"] = {
                 "status": _status(run),
                 "exit_code": run.returncode,
                 "signal": run.signal_name,
+                "interrupted_by": run.interrupted_by,
                 "wall_s": run.wall_s,
             }
             common.emit_json(doc)
         else:
-            render_explain(ex, common.console(params))
+            render_explain(ex, common.console(params), view="record")
+            if hang:
+                from tcx.renderers.hang_terminal import render_hang
+
+                render_hang(hang, common.console(params))
         if params["save"]:
             click.echo(f"trace logs saved to {params['save']} (tcx show {params['save']})", err=True)
     finally:
         shutil.rmtree(run.trace_dir, ignore_errors=True)
-    if _status(run) != "ok":
+    if run.interrupted_by:
+        click.echo(f"tcx: interrupted ({run.interrupted_by}): tcx stopped the command.", err=True)
+    elif _status(run) != "ok":
         click.echo(f"tcx: the command {_status(run)} (exit code {run.returncode}).", err=True)
+    if _status(run) != "ok":
         sys.exit(EXIT_TARGET)
 
 
+def _hang(run: Any, model: Any, timeout: float | None) -> Any:
+    """Where each rank was, when tcx stopped a multi-rank job (timeout, SIGTERM, SIGINT)."""
+    stopped = run.interrupted_by or (f"tcx's timeout ({timeout:g} s)" if run.timed_out and timeout else None)
+    if not stopped or model.recording is None:
+        return None
+    from tcx.core.ranks import hang_report
+
+    return hang_report(model.recording, stopped)
+
+
 def _status(run: Any) -> str:
+    if run.interrupted_by:
+        return "interrupted"
     if run.timed_out:
         return "timed out"
     if run.returncode == 0:

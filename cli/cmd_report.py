@@ -6,33 +6,33 @@ from typing import Any
 
 import click
 
-from tcx.cli.options import render_options, run_options
+from tcx.cli.views import view_command
+from tcx.core.views import all_captures, get
 
-REPORT_REASON = "the report shows every stage, so it runs the full pipeline; --backend eager is faster"
+VIEW = get("report")
 
 
-@click.command("report")
-@run_options
-@render_options(("text", "html", "markdown", "json"))
-@click.option(
-    "-o",
-    "--output",
-    type=click.Path(dir_okay=False),
-    default=None,
-    metavar="FILE",
-    help="Write the report to FILE instead of stdout (e.g. report.html).",
+@view_command(
+    VIEW,
+    click.option(
+        "-o",
+        "--output",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="Write the report to FILE instead of stdout (e.g. report.html).",
+    ),
 )
 def command(**params: Any) -> None:
-    """Everything tcx knows about a run: per-frame pipeline, top problems, then every view."""
     import contextlib
     import sys
 
     from tcx.cli import common
-    from tcx.core.report import CAPTURES, build_report
+    from tcx.core.report import build_report
     from tcx.renderers.report_output import render_report
 
-    loaded = common.load(params, "inductor", REPORT_REASON, capture=CAPTURES)
-    report = build_report(loaded.model, loaded.function)
+    loaded = common.load(params, VIEW.backend, VIEW.backend_reason, capture=all_captures())
+    report = build_report(loaded.model, common.selection(loaded))
     if params["output"]:
         with open(params["output"], "w", encoding="utf-8") as out, contextlib.redirect_stdout(out):
             console = common.console({**params, "no_color": True}) if params["fmt"] == "text" else None

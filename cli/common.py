@@ -26,9 +26,25 @@ def load(
     params: dict[str, Any], default_backend: str | None, reason: str, capture: tuple[str, ...] = ()
 ) -> Any:
     from tcx.cli.session import load as load_target
+    from tcx.core.selectors import from_params
 
     opts = build_run_options(params, default_backend, reason, capture)
-    return load_target(params["target"], opts)
+    loaded = load_target(params["target"], opts)
+    loaded.selectors = from_params(params)  # --compile, --kernel, --rank: applied by selection()
+    return loaded
+
+
+def selection(loaded: Any) -> Any:
+    """The compiles `TARGET:func` chooses (core/selection.py), narrowed by the selectors given to
+    the command (core/selectors.py); every view is built on it.
+
+    A function that chose nothing is a usage error, unless the program failed first (then the
+    failure is what to report, with exit code 3)."""
+    from tcx.core.selection import select
+    from tcx.core.selectors import narrow
+
+    chosen = select(loaded.model, loaded.function, strict=not target_failed(loaded.model))
+    return narrow(loaded.model, chosen, loaded.selectors)
 
 
 def target_failed(model: Any) -> bool:

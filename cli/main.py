@@ -15,16 +15,11 @@ import click
 
 from tcx import __version__
 from tcx.cli import common
-from tcx.cli.options import DYNAMO_ONLY_REASON, render_options, run_options
-from tcx.core.errors import EXIT_INTERNAL, EXIT_OK, EXIT_TARGET, EXIT_USAGE, TcxError
+from tcx.cli.options import render_options
+from tcx.cli.views import EPILOG, commands
+from tcx.core.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, TcxError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-EPILOG = """\b
-Exit codes: 0 ok · 1 a `check` budget was exceeded · 2 usage error (bad option, missing
-file or function, bad --call) · 3 the target failed (raised, exited non-zero, crashed,
-timed out) · 4 unreadable recording or log · 5 internal tcx error.
-"""
 
 
 @click.group(context_settings=CONTEXT, epilog=EPILOG)
@@ -40,91 +35,8 @@ def cli() -> None:
       package.module:func     import the module, call func with --call/tcx_calls()
       FILE.tcx                a recording saved with --save
       TRACE.log | DIR         a TORCH_TRACE log file or directory
+      FILE.tcx:func           (also TRACE.log:func, DIR:func) only func's compiles
     """
-
-
-@cli.command(epilog=EPILOG)
-@run_options
-@render_options(("text", "json"))
-def explain(**params: Any) -> None:
-    """Why did TARGET graph-break, where, and what to change."""
-    from tcx.core.explain import explain as build
-    from tcx.core.explain import to_json
-    from tcx.renderers.explain_terminal import render_explain
-
-    loaded = common.load(params, "eager", DYNAMO_ONLY_REASON)
-    ex = build(loaded.model, loaded.function)
-    if params["fmt"] == "json":
-        common.emit_json(to_json(ex))
-    else:
-        render_explain(ex, common.console(params))
-        common.saved_note(loaded)
-    common.finish(loaded.model)
-
-
-@cli.command(epilog=EPILOG)
-@run_options
-@click.option(
-    "--max-graph-breaks", type=int, default=None, metavar="N", help="Budget for graph-break events."
-)
-@click.option(
-    "--max-unique-graph-breaks",
-    type=int,
-    default=None,
-    metavar="N",
-    help="Budget for distinct breaks.",
-)
-@click.option("--max-recompiles", type=int, default=None, metavar="N", help="Budget for recompiles.")
-@click.option("--max-graphs", type=int, default=None, metavar="N", help="Budget for graphs Dynamo produced.")
-@click.option(
-    "--max-failed-frames",
-    type=int,
-    default=None,
-    metavar="N",
-    help="Budget for frames Dynamo gave up on.",
-)
-@click.option(
-    "--max-rank-divergence",
-    type=int,
-    default=None,
-    metavar="N",
-    help="Budget for compile ids where ranks of a multi-rank log differ.",
-)
-@click.option(
-    "--baseline",
-    type=click.Path(dir_okay=False),
-    default=None,
-    metavar="FILE",
-    help="Fail only when this run is worse than the baseline FILE (and say what got worse).",
-)
-@click.option(
-    "--write-baseline",
-    type=click.Path(dir_okay=False),
-    default=None,
-    metavar="FILE",
-    help="Write this run's counts and graph breaks to FILE as the baseline.",
-)
-@render_options(("text", "json", "sarif", "github"))
-def check(**params: Any) -> None:
-    """Fail (exit 1) when TARGET exceeds a budget: a CI gate on graph breaks and recompiles."""
-    from tcx.core.check import budgets_from, compare_baseline, evaluate, write_baseline
-    from tcx.core.explain import explain as build
-    from tcx.renderers.check_output import render_check
-
-    budgets = budgets_from(params, baseline=bool(params["baseline"] or params["write_baseline"]))
-    loaded = common.load(params, "eager", DYNAMO_ONLY_REASON)
-    ex = build(loaded.model, loaded.function)
-    result = evaluate(ex, budgets)
-    if params["baseline"]:
-        result.baseline = params["baseline"]
-        result.worse_than_baseline = compare_baseline(params["baseline"], ex)
-    if params["write_baseline"]:
-        write_baseline(params["write_baseline"], ex)
-        click.echo(f"baseline written to {params['write_baseline']}", err=True)
-    render_check(result, params["fmt"], common.console(params))
-    if common.target_failed(loaded.model):
-        sys.exit(EXIT_TARGET)
-    sys.exit(result.exit_code)
 
 
 @cli.command(epilog=EPILOG)
@@ -143,11 +55,15 @@ def check(**params: Any) -> None:
     help="Print the raw metadata and payload of events named NAME (e.g. artifact:recompile_reasons).",
 )
 @click.option(
-    "--limit", type=int, default=20, show_default=True, help="With --event: at most this many events."
+    "--limit",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="With --event: at most this many events.",
 )
 @render_options(("text", "json"))
 def show(**params: Any) -> None:
-    """Re-render a saved recording or a TORCH_TRACE log (no torch needed)."""
+    """Re-render a saved recording or a TORCH_TRACE log (no torch needed); FILE:func for one function."""
     from tcx.core.errors import UsageError
     from tcx.core.explain import explain as build
     from tcx.core.explain import to_json
@@ -169,36 +85,27 @@ def show(**params: Any) -> None:
 
         render_raw(loaded.model, params["event_name"], params["limit"], params["fmt"], common.console(params))
         return
-    ex = build(loaded.model)
+    ex = build(loaded.model, common.selection(loaded))
     if params["fmt"] == "json":
         common.emit_json(to_json(ex))
     else:
         render_explain(ex, common.console(params))
+    common.finish(loaded.model)  # a failed run exits 3, as `tcx explain FILE` does
 
 
-# Views with their own module (cli/cmd_*.py) register here; each module imports only click
-# at import time so `tcx --help` stays fast.
-for _module in (
-    "cmd_record",
-    "cmd_diff",
-    "cmd_recompiles",
-    "cmd_graphs",
-    "cmd_fusion",
-    "cmd_codegen",
-    "cmd_trace",
-    "cmd_guards",
-    "cmd_bytecode",
-    "cmd_completion",
-    "cmd_report",
-):
-    _cmd = __import__(f"tcx.cli.{_module}", fromlist=["command"]).command
+# Every view of the registry (core/views.py), then the commands that are not views.
+for _cmd in commands():
     cli.add_command(_cmd)
+for _module in ("cmd_browse", "cmd_record", "cmd_completion"):
+    cli.add_command(__import__(f"tcx.cli.{_module}", fromlist=["command"]).command)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning every failure into a message and an exit code."""
     try:
         cli.main(args=argv, prog_name="tcx", standalone_mode=False)
+    except SystemExit as exc:  # a command's own exit code; a run stopped by a signal says so
+        sys.exit(_stop_code() or exc.code)
     except click.exceptions.Abort:
         click.echo("tcx: interrupted.", err=True)
         sys.exit(130)
@@ -222,4 +129,10 @@ def main(argv: list[str] | None = None) -> None:
             err=True,
         )
         sys.exit(EXIT_INTERNAL)
-    sys.exit(EXIT_OK)
+    sys.exit(_stop_code() or EXIT_OK)
+
+
+def _stop_code() -> int | None:
+    """128 + the signal number when SIGINT/SIGTERM stopped a run (its report is partial)."""
+    processes = sys.modules.get("tcx.core.processes")  # imported only by commands that ran something
+    return processes.stop_exit_code() if processes else None

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
 import click
 
-DYNAMO_ONLY_REASON = (
-    "this view needs only Dynamo, and graph breaks do not depend on the backend; "
-    "--backend inductor runs the full pipeline"
-)
+MIN_WIDTH, MAX_WIDTH = 20, 10_000
 
 
 def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -50,6 +48,7 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             type=float,
             default=None,
             metavar="SECONDS",
+            callback=check_timeout,
             help="Stop the program after this long; what was recorded is still reported.",
         ),
         click.option(
@@ -85,7 +84,12 @@ def render_options(formats: tuple[str, ...]) -> Callable[[Callable[..., Any]], C
                 help="Output format.",
             ),
             click.option("--no-color", is_flag=True, help="Plain text (also when NO_COLOR is set)."),
-            click.option("--width", type=int, default=None, help="Terminal width for the report."),
+            click.option(
+                "--width",
+                type=click.IntRange(MIN_WIDTH, MAX_WIDTH),
+                default=None,
+                help=f"Terminal width for the report ({MIN_WIDTH}-{MAX_WIDTH}).",
+            ),
         ]
         for deco in reversed(decorators):
             fn = deco(fn)
@@ -94,12 +98,63 @@ def render_options(formats: tuple[str, ...]) -> Callable[[Callable[..., Any]], C
     return wrap
 
 
+def check_timeout(_ctx: click.Context, _param: click.Parameter, value: float | None) -> float | None:
+    """--timeout is a finite number of seconds > 0 (nan would silently mean "no limit")."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise click.BadParameter(
+            f"{value} is not a number of seconds greater than 0 (leave --timeout out for no limit)."
+        )
+    return value
+
+
+# Options that only mean something when tcx runs the program: with a recording or a log as
+# TARGET nothing runs, and a one-line note says they were ignored.
+RUN_ONLY_OPTIONS = {
+    "calls": "--call",
+    "backend": "--backend",
+    "dynamic": "--dynamic/--no-dynamic",
+    "device": "--device",
+    "mode": "--mode",
+    "timeout": "--timeout",
+    "save": "--save",
+    "show_output": "--show-output",
+    "no_backward": "--no-backward",
+    "program_args": "program arguments",
+}
+
+
+def note_ignored_run_options(params: dict[str, Any]) -> None:
+    """Say which run options a recording or log TARGET makes meaningless (they are ignored)."""
+    given = [
+        flag
+        for key, flag in RUN_ONLY_OPTIONS.items()
+        if (params.get(key) is not None if key == "dynamic" else params.get(key) not in (None, False, ()))
+    ]
+    if not given:
+        return
+    from tcx.core.errors import UsageError
+    from tcx.core.targets import FileTarget, resolve_target
+
+    try:
+        target = resolve_target(params.get("target") or "")
+    except UsageError:
+        return  # reported when the target is loaded
+    if isinstance(target, FileTarget):
+        what = "a saved recording" if target.kind == "recording" else "a TORCH_TRACE log"
+        click.echo(
+            f"tcx: note: {', '.join(given)} ignored: TARGET is {what}, nothing is run "
+            "(these options apply when tcx runs a program).",
+            err=True,
+        )
+
+
 def build_run_options(
     params: dict[str, Any], default_backend: str | None, reason: str, capture: tuple[str, ...] = ()
 ) -> Any:
     from tcx.core.callspec import parse_call_spec, spec_to_json
     from tcx.core.driver import RunOptions
 
+    note_ignored_run_options(params)
     backend = params.get("backend")
     calls = [spec_to_json(parse_call_spec(c)) for c in params.get("calls") or ()] or None
     return RunOptions(

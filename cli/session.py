@@ -5,13 +5,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.analysis import RunModel, build_model
 from tcx.core.errors import UsageError
 from tcx.core.frames import frame_origin
+from tcx.core.observed import attach_children, check_capture
 from tcx.core.recording import load_recording
+from tcx.core.selectors import Selectors
 from tcx.core.targets import FileTarget, ProgramTarget, resolve_target
 
 
@@ -20,6 +22,7 @@ class Loaded:
     model: RunModel
     function: str | None  # restrict views to this function's frames
     saved_to: str | None = None
+    selectors: Selectors = field(default_factory=Selectors)  # --compile, --kernel, --rank
 
 
 def load(target_text: str, opts: object | None = None) -> Loaded:
@@ -27,10 +30,12 @@ def load(target_text: str, opts: object | None = None) -> Loaded:
     target = resolve_target(target_text)
     if isinstance(target, FileTarget):
         if target.kind == "recording":
-            return Loaded(build_model(load_recording(target.path), "recording"), None)
+            model = build_model(load_recording(target.path), "recording")
+            check_capture(model)
+            return Loaded(model, target.function)
         from tcx.core.trace_log import load_trace
 
-        return Loaded(build_model(load_trace(target.path), "trace"), None)
+        return Loaded(build_model(load_trace(target.path), "trace"), target.function)
     return _record(target, opts)
 
 
@@ -41,6 +46,7 @@ def _record(target: ProgramTarget, opts: object | None) -> Loaded:
     with live_status(enabled=not getattr(opts, "show_output", False)) as progress:
         run = driver.record(target, opts, progress)
     try:
+        attach_children(run.path, run.workdir / "children")
         model = build_model(load_recording(run.path), "live")
         files = [f.file for b in model.graph_breaks for f in b.user_stack if frame_origin(f.file) == "user"]
         files += [target.script] if target.script else []
@@ -61,9 +67,10 @@ def _record(target: ProgramTarget, opts: object | None) -> Loaded:
         )
     if exit_event.get("status") == "tcx_error":
         raise RecorderError(exit_event)
+    check_capture(model, save)
     # When tcx called the function itself everything recorded belongs to it (the compiled
-    # frame may be `forward` of a module); a filter is only needed when the program ran.
-    function = None if model.calls else target.function
+    # frame may be `forward` of a module): core/selection.select knows, from the calls recorded.
+    function = target.function
     return Loaded(model, function, saved_to=save)
 
 

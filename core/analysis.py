@@ -6,7 +6,6 @@ TORCH_TRACE log. Counts mean what PyTorch means (see DESIGN.md's JSON contract).
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,10 +13,9 @@ from typing import Any
 from tcx.core.frames import frame_origin, is_recorder_frame
 from tcx.core.graph_break_text import parse_graph_break
 from tcx.core.recording import Recording
+from tcx.core.torchtext import names
 from tcx.core.trace_events import Interner, TraceEvent, normalize, ranks_of
 
-RESUME_PREFIX = "torch_dynamo_resume_in_"
-_RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<fn>.+)_at_(?P<line>\d+)$")
 # Events the views understand; anything else is kept and listed as "shown raw".
 KNOWN_EVENTS = frozenset(
     {
@@ -67,6 +65,7 @@ KNOWN_EVENTS = frozenset(
 RECORDER_EVENTS = frozenset(
     {"frame_call", "guard_check", "what_if", "frame_calls_dropped", "recompile_config"}
     | {"fusion", "fusion_note", "partitioner_log", "cuda_preview"}  # graphs/fusion/codegen views
+    | {"cuda_preview_device", "cuda_preview_decision", "cudagraph"}  # the CUDA preview, CUDA graphs
 )
 
 
@@ -113,7 +112,7 @@ class Compile:
 
     @property
     def is_resume(self) -> bool:
-        return bool(self.co_name and self.co_name.startswith(RESUME_PREFIX))
+        return names.is_resume(self.co_name)
 
     @property
     def failed(self) -> bool:
@@ -122,10 +121,7 @@ class Compile:
 
     @property
     def display_name(self) -> str:
-        if not self.co_name:
-            return "?"
-        m = _RESUME.match(self.co_name)
-        return f"{m.group('fn')} (resumed after line {m.group('line')})" if m else self.co_name
+        return names.display_name(self.co_name)
 
 
 @dataclass
@@ -153,6 +149,20 @@ class GraphBreak:
 
 
 @dataclass
+class Sources:
+    """The program's source files a report may quote, as the recording holds them.
+
+    A recording or log is input from anywhere and may name any path: its lines are shown from
+    the text snapshot taken at record time, or from the file on disk only when that file's
+    sha256 is the recorded one (renderers/source.py). A live run just ran the files on disk.
+    """
+
+    texts: dict[str, str] = field(default_factory=dict)
+    sha256: dict[str, str] = field(default_factory=dict)
+    live: bool = False
+
+
+@dataclass
 class RunModel:
     """Everything the views need, derived from one recording or log."""
 
@@ -170,7 +180,7 @@ class RunModel:
     program_exit: dict[str, Any] | None
     outcome: dict[str, Any] | None
     logs: list[dict[str, Any]]
-    sources: dict[str, str]
+    sources: Sources
     unknown_events: Counter
     problems: list[str]
     trace_events: list[TraceEvent]
@@ -208,10 +218,12 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
     multi_rank = len(ranks) > 1
     graph_count = 0
     extras: dict[str, list[dict[str, Any]]] = {k: [] for k in ("compile_call", "call", "log")}
-    sources: dict[str, str] = {}
+    sources = Sources(live=source_kind == "live")
     recorder_events: list[dict[str, Any]] = []
     for event in rec.events:
-        kind = event.get("kind")
+        kind = event.get("kind") if isinstance(event, dict) else None
+        if not isinstance(kind, str):
+            continue  # the loaders report malformed events; a model built in memory skips them too
         if kind == "trace":
             ev = normalize(event.get("md") or {}, event.get("payload"), qualify_rank=multi_rank)
             if ev is None:
@@ -231,7 +243,7 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
             elif ev.name == "dynamo_output_graph":
                 graph_count += 1
                 _compile(compiles, ev).graph_count += 1
-            elif ev.name == "compilation_metrics":
+            elif ev.name == "compilation_metrics" and isinstance(ev.body, dict):
                 _apply_metrics(_compile(compiles, ev, ev.body.get("compile_id")), ev.body, metrics_recompiles)
             elif ev.name == "artifact:recompile_reasons":
                 recompiles.append(_recompile_text(ev.payload))
@@ -241,7 +253,7 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
             if "hook_error" not in event:
                 pending_typed.append(event)
         elif kind == "source":
-            sources[event.get("file", "")] = event.get("text", "")
+            _add_source(sources, event)
         elif kind in extras:
             extras[kind].append(event)
         elif kind in RECORDER_EVENTS:
@@ -272,6 +284,16 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
         trace_events=trace_events,
         recorder_events=recorder_events,
     )
+
+
+def _add_source(sources: Sources, event: dict[str, Any]) -> None:
+    file = event.get("file")
+    if not isinstance(file, str):
+        return
+    if isinstance(event.get("text"), str):
+        sources.texts[file] = event["text"]
+    if isinstance(event.get("sha256"), str):
+        sources.sha256[file] = event["sha256"]
 
 
 def _compile(compiles: dict[str, Compile], ev: TraceEvent, fallback_id: str | None = None) -> Compile:
@@ -369,7 +391,9 @@ def _graph_break(ev: TraceEvent, typed: dict[str, Any] | None) -> GraphBreak:
             gb_id = typed.get("gb_id") or gb_id
         frame = typed.get("frame")
         typed_stack = [
-            Frame(f["file"], f["line"], f["name"], f.get("code", "")) for f in typed.get("user_stack") or []
+            Frame(str(f.get("file")), f.get("line"), str(f.get("name")), f.get("code") or "")
+            for f in typed.get("user_stack") or []
+            if isinstance(f, dict)
         ]
         if typed_stack:
             stack = typed_stack
@@ -396,5 +420,4 @@ def _graph_break(ev: TraceEvent, typed: dict[str, Any] | None) -> GraphBreak:
 
 def resume_target(comp: Compile) -> tuple[str, int] | None:
     """For a resume function's compile: (original function, line it resumed at)."""
-    m = _RESUME.match(comp.co_name or "")
-    return (m.group("fn"), int(m.group("line"))) if m else None
+    return names.parse_resume(comp.co_name)

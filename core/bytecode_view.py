@@ -12,14 +12,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.analysis import RunModel
-from tcx.core.explain import envelope
+from tcx.core.envelope import envelope
+from tcx.core.selection import Selection, whole_run
+from tcx.core.torchtext.names import (
+    is_compiled_graph_global,
+    is_generated_global,
+    parse_resume,
+    resume_global_offset,
+)
 
 SCHEMA = "tcx.bytecode/1"
 _DIS_ROW = re.compile(
     r"^\s*(?P<line>\d+)?\s+(?P<target>>>)?\s*(?P<offset>\d+) (?P<opname>[A-Z_0-9]+)\s*(?P<rest>.*)$"
 )
-_RESUME_NAME = re.compile(r"^torch_dynamo_resume_in_(?P<fn>.+)_at_\d+$")
-_RESUME_AT = re.compile(r"^__resume_at_(?P<offset>\d+)_\d+$")
 
 
 @dataclass
@@ -39,14 +44,15 @@ class Frame:
 @dataclass
 class BytecodeView:
     model: RunModel
+    selection: Selection
     frames: list[Frame]
     unavailable: str | None
-    function_filter: str | None = None
 
 
 def build_bytecode(
-    model: RunModel, function: str | None = None, compile_id: str | None = None
+    model: RunModel, selection: Selection | None = None, compile_id: str | None = None
 ) -> BytecodeView:
+    selection = selection or whole_run(model)
     events = model.recording.events if model.recording else []
     frames = [_live(e) for e in events if e.get("kind") == "bytecode" and not e.get("error")]
     if not frames:
@@ -57,15 +63,10 @@ def build_bytecode(
     if not frames:
         features = (model.run_start or {}).get("features") or {}
         reason = features.get("bytecode") or "no frame was compiled in this run"
+    frames = [f for f in frames if selection.includes(f.compile_id)]
     if compile_id:
         frames = [f for f in frames if f.compile_id == compile_id]
-    if function:
-        frames = [
-            f
-            for f in frames
-            if f.function == function or f.function.startswith(f"torch_dynamo_resume_in_{function}_at_")
-        ]
-    return BytecodeView(model=model, frames=frames, unavailable=reason, function_filter=function)
+    return BytecodeView(model=model, selection=selection, frames=frames, unavailable=reason)
 
 
 def _live(e: dict[str, Any]) -> Frame:
@@ -136,9 +137,7 @@ def _from_trace(model: RunModel) -> list[Frame]:
         names = [
             r["argrepr"].removeprefix("NULL + ") for r in frame.transformed if r["opname"] == "LOAD_GLOBAL"
         ]
-        frame.calls = [
-            {"name": n} for n in dict.fromkeys(names) if n.startswith(("__compiled_fn", "__resume_at"))
-        ]
+        frame.calls = [{"name": n} for n in dict.fromkeys(names) if is_generated_global(n)]
     return list(frames.values())
 
 
@@ -150,6 +149,11 @@ def _line_at(rows: list[dict[str, Any]], offset: int) -> int | None:
         if r.get("line") is not None:
             line = r["line"]
     return line
+
+
+def _resumes(name: str, function: str) -> bool:
+    resumed = parse_resume(name)
+    return bool(resumed and resumed[0] == function)
 
 
 def _resumes_at(frame: Frame) -> int | None:
@@ -166,15 +170,14 @@ def _calls(frame: Frame, frames: list[Frame]) -> list[dict[str, Any]]:
     out = []
     for call in frame.calls:
         name = call["name"]
-        if name.startswith("__compiled_fn"):
+        if is_compiled_graph_global(name):
             out.append({"name": name, "kind": "graph", "compile_ids": [frame.compile_id]})
             continue
-        m = _RESUME_AT.match(name)
-        line = _line_at(frame.original, int(m.group("offset"))) if m else None
-        resumed = _RESUME_NAME.match(frame.function)
-        target = resumed.group("fn") if resumed else frame.function
-        prefix = f"torch_dynamo_resume_in_{target}_at_"
-        matches = [f for f in frames if f.function.startswith(prefix) and _resumes_at(f) == line]
+        offset = resume_global_offset(name)
+        line = _line_at(frame.original, offset) if offset is not None else None
+        resumed = parse_resume(frame.function)
+        target = resumed[0] if resumed else frame.function
+        matches = [f for f in frames if _resumes(f.function, target) and _resumes_at(f) == line]
         out.append(
             {
                 "name": name,
@@ -189,7 +192,7 @@ def _calls(frame: Frame, frames: list[Frame]) -> list[dict[str, Any]]:
 
 def to_json(view: BytecodeView) -> dict[str, Any]:
     return {
-        **envelope(SCHEMA, view.model),
+        **envelope(SCHEMA, view.model, view.selection),
         "unavailable_reason": view.unavailable,
         "frames": [
             {

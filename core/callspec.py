@@ -12,9 +12,12 @@ recorder child turns a parsed spec into real tensors with a fixed seed.
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import dataclass
 
 from tcx.core.errors import UsageError
+
+INT64_MAX = 2**63 - 1
 
 DTYPES = {
     "f32": "float32",
@@ -126,6 +129,10 @@ def _parse_dims(dims: str, item: str, spec: str) -> tuple[int, ...]:
         ) from None
     if any(d < 0 for d in shape):
         raise UsageError(f"--call {spec!r}: negative dimension in {item!r}.")
+    if math.prod(shape) > INT64_MAX or any(d > INT64_MAX for d in shape):
+        raise UsageError(
+            f"--call {spec!r}: {item!r} is too large (torch sizes and element counts are int64)."
+        )
     return shape
 
 

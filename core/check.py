@@ -1,29 +1,27 @@
-"""`tcx check`: compare the explain counts with budgets; exit 1 naming every budget exceeded."""
+"""`tcx check`: compare the explain counts with budgets; exit 1 naming every budget exceeded.
+
+Compiles in the program's child processes count against the budgets too; a child process
+that compiled where tcx could not record it makes the check fail with exit 4 (not observed).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.errors import EXIT_BUDGET, EXIT_OK, UsageError
+from tcx.core.budgets import BUDGETS
+from tcx.core.errors import EXIT_BUDGET, EXIT_INPUT, EXIT_OK, UsageError
 from tcx.core.explain import Explanation, to_json
-
-BUDGETS = {
-    "max_graph_breaks": ("graph_break_count", "graph breaks"),
-    "max_unique_graph_breaks": ("unique_graph_break_count", "distinct graph breaks"),
-    "max_recompiles": ("recompile_count", "recompiles"),
-    "max_graphs": ("graph_count", "graphs"),
-    "max_failed_frames": ("failed_frame_count", "failed frames"),
-    "max_rank_divergence": ("rank_divergence_count", "compile ids where ranks diverge"),
-}
+from tcx.core.observed import CHILD_COUNTS, child_processes
 
 
 @dataclass
 class Verdict:
     option: str  # e.g. "--max-graph-breaks"
     label: str
-    limit: int
-    actual: int
+    limit: float
+    actual: float  # the program's and its child processes' together
+    in_children: int = 0  # how many of `actual` happened in child processes
 
     @property
     def exceeded(self) -> bool:
@@ -37,6 +35,12 @@ class CheckResult:
     verdicts: list[Verdict]
     baseline: str | None = None  # the baseline file compared against, if any
     worse_than_baseline: list[str] = field(default_factory=list)
+    # Child processes that compiled where tcx could not record (core/observed.py): the gate
+    # cannot vouch for them, so the check does not pass.
+    not_observed: list[dict[str, Any]] = field(default_factory=list)
+    # Lines of the recording or log that could not be read (corrupted, malformed, truncated):
+    # whatever they held (a graph break, a recompile) is unknown, so the check does not pass.
+    unreadable: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[Verdict]:
@@ -44,14 +48,17 @@ class CheckResult:
 
     @property
     def passed(self) -> bool:
-        return not self.failed and not self.worse_than_baseline
+        return not (self.failed or self.worse_than_baseline or self.not_observed or self.unreadable)
 
     @property
     def exit_code(self) -> int:
-        return EXIT_OK if self.passed else EXIT_BUDGET
+        """1 when a budget is exceeded; else 4 when part of the run was not observed or not readable."""
+        if self.failed or self.worse_than_baseline:
+            return EXIT_BUDGET
+        return EXIT_INPUT if self.not_observed or self.unreadable else EXIT_OK
 
 
-def budgets_from(params: dict[str, Any], baseline: bool = False) -> dict[str, int]:
+def budgets_from(params: dict[str, Any], baseline: bool = False) -> dict[str, float]:
     budgets = {k: params[k] for k in BUDGETS if params.get(k) is not None}
     if not budgets and not baseline:
         raise UsageError(
@@ -64,18 +71,42 @@ def budgets_from(params: dict[str, Any], baseline: bool = False) -> dict[str, in
     return budgets
 
 
-def evaluate(ex: Explanation, budgets: dict[str, int]) -> CheckResult:
-    summary = to_json(ex)
-    verdicts = [
-        Verdict(
-            option="--" + key.replace("_", "-"),
-            label=BUDGETS[key][1],
-            limit=limit,
-            actual=int(summary.get(BUDGETS[key][0], 0)),
+def evaluate(ex: Explanation, budgets: dict[str, float], warm: dict[str, float] | None = None) -> CheckResult:
+    """Each budget against the program's count plus its child processes' (core/observed.py).
+
+    `warm`: the warm run's `compile_seconds` and `cache_miss_count` (core/cache_view.py), which
+    the warm-start budgets (core/budgets.WARM_RUN_BUDGETS) are judged on."""
+    summary = {**to_json(ex), **(warm or {})}
+    children = child_processes(ex.model)
+    function = None if ex.selection.whole_run else ex.selection.function
+    known = {(str(s.gb_type), str(s.file), str(s.line)) for s in ex.sites}
+    verdicts = []
+    for key, limit in budgets.items():
+        count = BUDGETS[key][0]
+        if warm is not None and count in warm:
+            in_children = 0  # counted by core/cache_view.py on the warm run
+        elif count == "unique_graph_break_count":
+            in_children = children.new_sites(known, function)
+        elif count in CHILD_COUNTS:
+            in_children = children.total(count, function)
+        else:
+            in_children = 0
+        verdicts.append(
+            Verdict(
+                option="--" + key.replace("_", "-"),
+                label=BUDGETS[key][1],
+                limit=limit,
+                actual=warm[count] if warm and count in warm else int(getattr(ex, count)) + in_children,
+                in_children=in_children,
+            )
         )
-        for key, limit in budgets.items()
-    ]
-    return CheckResult(explanation=ex, summary=summary, verdicts=verdicts)
+    return CheckResult(
+        explanation=ex,
+        summary=summary,
+        verdicts=verdicts,
+        not_observed=children.not_observed,
+        unreadable=list(ex.model.problems),
+    )
 
 
 BASELINE_SCHEMA = "tcx.baseline/1"
@@ -88,7 +119,7 @@ def write_baseline(path: str, ex: Explanation) -> None:
 
     from tcx.core.run_facts import run_facts
 
-    facts = run_facts(ex.model, ex)
+    facts = run_facts(ex.model, ex.selection, ex=ex)
     facts["schema"] = BASELINE_SCHEMA
     Path(path).write_text(json.dumps(facts, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
@@ -110,4 +141,4 @@ def compare_baseline(path: str, ex: Explanation) -> list[str]:
         raise InputError(f"cannot read baseline {path!r}: {exc}.") from None
     if not isinstance(base, dict) or base.get("schema") != BASELINE_SCHEMA:
         raise InputError(f"{path!r} is not a tcx baseline (written by tcx check --write-baseline).")
-    return diff(base, run_facts(ex.model, ex)).regressions
+    return diff(base, run_facts(ex.model, ex.selection, ex=ex)).regressions

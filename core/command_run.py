@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tcx.core.errors import UsageError
+from tcx.core.processes import Supervisor
 
 
 @dataclass
@@ -26,6 +26,7 @@ class CommandRun:
     returncode: int | None
     timed_out: bool
     wall_s: float
+    interrupted_by: str | None = None  # "SIGINT" / "SIGTERM" when tcx was asked to stop
 
     @property
     def signal_name(self) -> str | None:
@@ -34,6 +35,7 @@ class CommandRun:
 
 
 def run_command(argv: list[str], *, timeout: float | None, disable_caches: bool) -> CommandRun:
+    """Run `argv` with TORCH_TRACE set; SIGINT/SIGTERM and --timeout stop every process it started."""
     if not argv:
         raise UsageError("tcx record needs a command after `--`, e.g. tcx record -- python train.py")
     if shutil.which(argv[0]) is None and not Path(argv[0]).exists():
@@ -43,20 +45,12 @@ def run_command(argv: list[str], *, timeout: float | None, disable_caches: bool)
     if disable_caches:
         env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
     started = time.monotonic()
-    # The command's output goes to stderr: stdout is the report (JSON must stay parseable).
-    proc = subprocess.Popen(argv, env=env, start_new_session=True, stdout=sys.stderr)
-    timed_out = False
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-    except KeyboardInterrupt:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        raise
-    return CommandRun(trace_dir, proc.returncode, timed_out, round(time.monotonic() - started, 3))
+    with Supervisor() as supervisor:
+        # The command's output goes to stderr: stdout is the report (JSON must stay parseable).
+        proc = supervisor.popen(argv, env=env, stdout=sys.stderr)
+        timed_out = supervisor.wait(timeout)
+    wall_s = round(time.monotonic() - started, 3)
+    return CommandRun(trace_dir, proc.returncode, timed_out, wall_s, supervisor.stop_signal)
 
 
 def keep_logs(run: CommandRun, dest: str) -> None:

@@ -7,10 +7,15 @@ so inserting lines above it does not turn it into "removed + added".
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from tcx import __version__
 from tcx.core.run_facts import COUNT_KEYS, WORSE_WHEN_HIGHER, site_key
+
+SCHEMA = "tcx.diff/1"
+# What each side's facts say about its input (older baseline files may lack some).
+SIDE_KEYS = ("torch_version", "target", "source_kind", "backend", "device", "selection")
 
 
 @dataclass
@@ -24,6 +29,8 @@ class Diff:
     kernels_added: list[str]
     kernels_removed: list[str]
     compile_time: dict[str, tuple[float | None, float | None]]
+    # (cache, state) -> lookups in A and in B (core/cache_view.py; runs recorded with caches on)
+    caches: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
     @property
     def regressions(self) -> list[str]:
@@ -34,10 +41,14 @@ class Diff:
         return out
 
     def to_json(self) -> dict[str, Any]:
+        """The envelope describes run B (the run being judged); `a` and `b` describe each side."""
+        b = {k: self.b.get(k) for k in SIDE_KEYS}
         return {
-            "schema": "tcx.diff/1",
-            "a": {"target": self.a["target"], "torch_version": self.a["torch_version"]},
-            "b": {"target": self.b["target"], "torch_version": self.b["torch_version"]},
+            "schema": SCHEMA,
+            "tcx_version": __version__,
+            **b,
+            "a": {k: self.a.get(k) for k in SIDE_KEYS},
+            "b": b,
             "counts": {k: {"a": a, "b": b, "delta": b - a} for k, (a, b) in self.counts.items()},
             "graph_breaks_added": self.breaks_added,
             "graph_breaks_removed": self.breaks_removed,
@@ -45,8 +56,13 @@ class Diff:
             "kernels_added": self.kernels_added,
             "kernels_removed": self.kernels_removed,
             "compile_time_s": {k: {"a": a, "b": b} for k, (a, b) in self.compile_time.items()},
+            "caches": {f"{c}.{s}": {"a": a, "b": b} for (c, s), (a, b) in self.caches.items()},
             "regressions": self.regressions,
         }
+
+
+def to_json(d: Diff) -> dict[str, Any]:
+    return d.to_json()
 
 
 def match_sites(
@@ -89,7 +105,14 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> Diff:
         kernels_added=sorted((b_kernels - a_kernels).elements()),
         kernels_removed=sorted((a_kernels - b_kernels).elements()),
         compile_time={p: (a["compile_time_s"].get(p), b["compile_time_s"].get(p)) for p in phases},
+        caches=_caches(a.get("caches") or {}, b.get("caches") or {}),
     )
+
+
+def _caches(a: dict[str, Any], b: dict[str, Any]) -> dict[tuple[str, str], tuple[int, int]]:
+    """Lookups per (cache, state) on each side; older facts without them count none."""
+    keys = {(c, s) for side in (a, b) for c, states in side.items() for s in states}
+    return {(c, s): (a.get(c, {}).get(s, 0), b.get(c, {}).get(s, 0)) for c, s in sorted(keys)}
 
 
 def _kernel_key(name: str) -> str:

@@ -7,6 +7,7 @@ so the recording always says how the run ended.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -15,19 +16,20 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
+from tcx.core.errors import UsageError
+from tcx.core.processes import Supervisor
 from tcx.core.progress import Progress, RecordingFollower
 from tcx.core.recording import RecordingWriter, save_copy, write_header
 from tcx.core.targets import ProgramTarget
 
 OUTPUT_TAIL_LINES = 30
-POLL_S = 0.25
+OUTPUT_TAIL_BYTES = 64 * 1024
+OUTPUT_LINE_CHARS = 1000
 MAX_SOURCE_BYTES = 1_000_000
 
 
@@ -45,6 +47,7 @@ class RunOptions:
     save: str | None = None
     capture: list[str] = field(default_factory=list)  # optional captures (core/recorder/captures.py)
     what_if: list[list[dict]] | None = None  # `tcx recompiles --what-if`: evaluated after the run
+    env: dict[str, str] = field(default_factory=dict)  # added to the program's environment (`tcx cache`)
 
 
 @dataclass
@@ -65,6 +68,8 @@ def record(
     target: ProgramTarget, opts: RunOptions, progress: Callable[[Progress], None] | None = None
 ) -> LiveRun:
     """Run the target under the recorder; `progress` is called a few times a second while it runs."""
+    if opts.save:
+        check_save(opts.save, target.script)
     workdir = Path(tempfile.mkdtemp(prefix="tcx-run-"))
     path = workdir / "run.tcx"
     write_header(
@@ -91,25 +96,19 @@ def record(
     }
     output_path = workdir / "output.txt"
     started = time.monotonic()
-    timed_out = interrupted = False
     with open(output_path, "wb") as out:
         sink = sys.stderr if opts.show_output else out
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "tcx.core.recorder.child", json.dumps(spec)],
-            stdin=subprocess.DEVNULL,
-            stdout=sink,
-            stderr=sink,
-            start_new_session=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        try:
-            _wait(proc, opts.timeout, RecordingFollower(path) if progress else None, progress)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill(proc)
-        except KeyboardInterrupt:
-            interrupted = True
-            _kill(proc)
+        with Supervisor() as supervisor:
+            proc = supervisor.popen(
+                [sys.executable, "-m", "tcx.core.recorder.child", json.dumps(spec)],
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=sink,
+                env={**os.environ, **opts.env, "PYTHONUNBUFFERED": "1"},
+            )
+            follower = RecordingFollower(path) if progress else None
+            poll = (lambda: progress(follower.poll())) if progress and follower else None
+            timed_out = supervisor.wait(opts.timeout, poll)
     rc = proc.returncode
     writer = RecordingWriter(path)
     writer.write(
@@ -118,64 +117,86 @@ def record(
         signal=signal.Signals(-rc).name if rc is not None and rc < 0 else None,
         timed_out=timed_out,
         timeout_s=opts.timeout,
-        interrupted=interrupted,
+        interrupted=supervisor.stop_signal is not None,
+        interrupted_by=supervisor.stop_signal,
         wall_s=round(time.monotonic() - started, 3),
         output_tail=_tail(output_path),
     )
     writer.close()
-    run = LiveRun(path=path, workdir=workdir, returncode=rc, timed_out=timed_out, interrupted=interrupted)
-    return run
-
-
-def _wait(
-    proc: subprocess.Popen[Any],
-    timeout: float | None,
-    follower: RecordingFollower | None,
-    progress: Callable[[Progress], None] | None,
-) -> None:
-    if follower is None or progress is None:
-        proc.wait(timeout=timeout)
-        return
-    deadline = None if timeout is None else time.monotonic() + timeout
-    while True:
-        try:
-            proc.wait(timeout=POLL_S)
-            return
-        except subprocess.TimeoutExpired:
-            if deadline is not None and time.monotonic() >= deadline:
-                raise
-            progress(follower.poll())
+    return LiveRun(
+        path=path,
+        workdir=workdir,
+        returncode=rc,
+        timed_out=timed_out,
+        interrupted=supervisor.stop_signal is not None,
+    )
 
 
 def attach_sources(path: Path, files: list[str]) -> None:
-    """Embed the user's source files a report points at, so `tcx show` works elsewhere."""
+    """Embed the user's source files a report points at, so `tcx show` works elsewhere.
+
+    Each carries its sha256: a view shows a file from disk only while it still has that hash
+    (a file larger than MAX_SOURCE_BYTES is recorded by its hash alone)."""
     writer = RecordingWriter(path)
     for file in dict.fromkeys(files):
         try:
-            if os.path.getsize(file) > MAX_SOURCE_BYTES:
-                continue
-            text = Path(file).read_text(encoding="utf-8", errors="replace")
+            data = Path(file).read_bytes()
         except OSError:
             continue
-        writer.write("source", file=file, text=text)
+        event = {"file": file, "sha256": hashlib.sha256(data).hexdigest()}
+        if len(data) <= MAX_SOURCE_BYTES:
+            event["text"] = data.decode("utf-8", errors="replace")
+        writer.write("source", **event)
     writer.close()
+
+
+def check_save(dest: str, script: str | None = None, *, directory: bool = False) -> None:
+    """Refuse a `--save` path that cannot be written before anything runs, not after the run.
+
+    `directory`: DEST is a folder to create or fill (`tcx record`), else a file."""
+    path = Path(dest)
+    if script and path.exists() and os.path.samefile(path, script):
+        raise UsageError(f"--save {dest!r} is the program being run; save the recording elsewhere.")
+    try:
+        if path.exists() and not (path.is_dir() if directory else path.is_file()):
+            raise UsageError(f"--save {dest!r} is not a {'directory' if directory else 'regular file'}.")
+        if path.exists() and not directory:
+            with open(path, "ab"):  # opened for writing, not truncated
+                return
+        folder = path if path.exists() else next(p for p in path.absolute().parents if p.exists())
+        if not folder.is_dir():
+            raise UsageError(f"--save {dest!r}: {str(folder)!r} is not a directory.")
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        raise UsageError(
+            f"--save {dest!r} cannot be written ({exc.strerror or exc}); nothing was run."
+        ) from None
 
 
 def keep(run: LiveRun, dest: str) -> None:
     save_copy(run.path, dest)
 
 
-def _kill(proc: subprocess.Popen[Any]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
-    proc.wait()
-
-
 def _tail(path: Path) -> list[str]:
+    """The program's last lines of output, bounded: at most `OUTPUT_TAIL_LINES` lines of at most
+    `OUTPUT_LINE_CHARS` characters, read from the last `OUTPUT_TAIL_BYTES` bytes; a marker line
+    says what was cut."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return [line.rstrip("\n") for line in deque(fh, maxlen=OUTPUT_TAIL_LINES)]
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            fh.seek(max(0, size - OUTPUT_TAIL_BYTES))
+            data = fh.read(OUTPUT_TAIL_BYTES)
     except OSError:
         return []
+    raw = data.removesuffix(b"\n").split(b"\n")[-OUTPUT_TAIL_LINES:] if data else []
+    earlier = size - len(b"\n".join(raw)) - data.endswith(b"\n")
+    lines = [_cap(line.rstrip(b"\r").decode("utf-8", errors="replace")) for line in raw]
+    if earlier > 0:
+        lines.insert(0, f"[… {earlier:,} earlier bytes of output cut]")
+    return lines
+
+
+def _cap(line: str) -> str:
+    if len(line) <= OUTPUT_LINE_CHARS:
+        return line
+    return f"{line[:OUTPUT_LINE_CHARS]} [… {len(line) - OUTPUT_LINE_CHARS:,} more characters cut]"

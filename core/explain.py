@@ -5,12 +5,19 @@ Everything here is derived from `RunModel`; renderers format it and never recomp
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tcx import __version__
 from tcx.core.analysis import Compile, Frame, GraphBreak, RunModel, resume_target
+from tcx.core.envelope import envelope
+from tcx.core.observed import child_processes
 from tcx.core.remedies import LIBRARY_REMEDY, remedy_for
+from tcx.core.selection import Selection, passes_through, whole_run
+from tcx.core.torchtext.names import parse_resume, resume_name
+
+if TYPE_CHECKING:
+    from tcx.core.ranks import Divergence, RankSummary
 
 SCHEMA = "tcx.explain/1"
 
@@ -55,22 +62,63 @@ class FailedFrame:
 @dataclass
 class Explanation:
     model: RunModel
+    selection: Selection
+    compiles: dict[str, Compile]  # the selected compiles
     sites: list[BreakSite]
     failed_frames: list[FailedFrame]
     frames_compiled: list[str]
-    function_filter: str | None = None
+
+    @property
+    def graph_count(self) -> int:
+        return sum(c.graph_count for c in self.compiles.values())
 
     @property
     def graph_break_count(self) -> int:
         return sum(len(s.occurrences) for s in self.sites)
 
+    @property
+    def unique_graph_break_count(self) -> int:
+        return len(self.sites)
 
-def explain(model: RunModel, function: str | None = None) -> Explanation:
-    compiles = model.compiles
-    breaks = model.graph_breaks
-    if function:
-        compiles = _compiles_of(model, function)
-        breaks = [b for b in breaks if b.compile_id in compiles or _passes_through(b, function)]
+    @property
+    def compile_count(self) -> int:
+        return len(self.compiles)
+
+    @property
+    def recompile_count(self) -> int:
+        if self.selection.whole_run:
+            return self.model.recompile_count
+        return sum(1 for c in self.compiles.values() if c.recompile_reason)
+
+    @property
+    def failed_frame_count(self) -> int:
+        return len(self.failed_frames)
+
+    @functools.cached_property
+    def ranks(self) -> tuple[list[RankSummary], Divergence | None] | None:
+        """Per-rank summaries and the first divergence, for input from several ranks (built once)."""
+        m = self.model
+        if len(m.ranks) < 2 or m.recording is None:
+            return None
+        from tcx.core.rank_pool import rank_report
+
+        return rank_report(m.recording)
+
+    @property
+    def rank_divergence_count(self) -> int:
+        divergence = self.ranks[1] if self.ranks else None
+        return 1 + len(divergence.later) if divergence else 0
+
+
+def explain(model: RunModel, selection: Selection | None = None) -> Explanation:
+    selection = selection or whole_run(model)
+    compiles = {cid: c for cid, c in model.compiles.items() if selection.includes(cid)}
+    fn = selection.function
+    breaks = [
+        b
+        for b in model.graph_breaks
+        if selection.includes(b.compile_id) or (fn is not None and passes_through(b, fn))
+    ]
     sites = _sites(breaks, compiles)
     failed = [
         _failed_frame(c, [b for b in breaks if b.compile_id == c.compile_id])
@@ -83,26 +131,13 @@ def explain(model: RunModel, function: str | None = None) -> Explanation:
         if not c.is_resume and name not in names and not c.failed:
             names.append(name)
     return Explanation(
-        model=model, sites=sites, failed_frames=failed, frames_compiled=names, function_filter=function
+        model=model,
+        selection=selection,
+        compiles=compiles,
+        sites=sites,
+        failed_frames=failed,
+        frames_compiled=names,
     )
-
-
-def _compiles_of(model: RunModel, function: str) -> dict[str, Compile]:
-    """Compiles of `function`, of its resume functions, of frames it called, or that broke inside it."""
-    via_breaks = {b.compile_id for b in model.graph_breaks if _passes_through(b, function)}
-    return {cid: c for cid, c in model.compiles.items() if cid in via_breaks or _belongs_to(c, function)}
-
-
-def _belongs_to(comp: Compile, function: str) -> bool:
-    resumed = resume_target(comp)
-    if comp.co_name == function or (resumed and resumed[0] == function):
-        return True
-    return any(fr.name == function for fr in comp.stack[:-1])
-
-
-def _passes_through(b: GraphBreak, function: str) -> bool:
-    """The break happened while `function` was on the user's stack (in it or below it)."""
-    return any(fr.name == function for fr in b.user_stack)
 
 
 def _sites(breaks: list[GraphBreak], compiles: dict[str, Compile]) -> list[BreakSite]:
@@ -168,7 +203,7 @@ def _region(b: GraphBreak, compiles: dict[str, Compile]) -> dict[str, Any]:
     if frame_name and line is not None:
         # A resume function's own resume function is named after the original function.
         base = resume_target(comp)[0] if comp and comp.is_resume else frame_name
-        name = f"torch_dynamo_resume_in_{base}_at_{line}"
+        name = resume_name(base, line)
         region["resume_function"] = name
         hits = [c.compile_id for c in compiles.values() if c.co_name == name]
         region["resumed_in"] = hits[0] if hits else None
@@ -176,7 +211,7 @@ def _region(b: GraphBreak, compiles: dict[str, Compile]) -> dict[str, Any]:
 
 
 def _line_in_frame(b: GraphBreak, frame_name: str | None) -> int | None:
-    m = resume_target(Compile(compile_id="", co_name=frame_name))
+    m = parse_resume(frame_name)
     names = {frame_name, m[0]} if m else {frame_name}
     for fr in reversed(b.user_stack):
         if fr.name in names:
@@ -214,54 +249,33 @@ def _failed_frame(c: Compile, breaks: list[GraphBreak]) -> FailedFrame:
 
 def to_json(ex: Explanation) -> dict[str, Any]:
     m = ex.model
-    compile_ids = list({c for c in _filtered_compiles(ex)})
     return {
-        "schema": SCHEMA,
-        "tcx_version": __version__,
-        "torch_version": m.torch_version,
-        "target": m.target,
-        "function": ex.function_filter,
-        "backend": backend_info(m),
-        "graph_count": sum(c.graph_count for c in _filtered_compiles(ex).values()),
+        **envelope(SCHEMA, m, ex.selection),
+        "graph_count": ex.graph_count,
         "graph_break_count": ex.graph_break_count,
-        "unique_graph_break_count": len(ex.sites),
-        "compile_count": len(compile_ids),
-        "recompile_count": _recompile_count(ex),
-        "failed_frame_count": len(ex.failed_frames),
+        "unique_graph_break_count": ex.unique_graph_break_count,
+        "compile_count": ex.compile_count,
+        "recompile_count": ex.recompile_count,
+        "failed_frame_count": ex.failed_frame_count,
         "frames_compiled": ex.frames_compiled,
         "graph_breaks": [_site_json(s) for s in ex.sites],
         "failed_frames": [vars(f) for f in ex.failed_frames],
-        "program": program_status(m),
         "problems": m.problems,
         "unknown_events": dict(m.unknown_events),
-        **multi_rank_json(m),
+        **multi_rank_json(ex),
     }
 
 
-def multi_rank_json(m: RunModel) -> dict[str, Any]:
+def multi_rank_json(ex: Explanation) -> dict[str, Any]:
     """`ranks[]` and `divergence` for input from several ranks (absent for one process)."""
-    if len(m.ranks) < 2 or m.recording is None:
+    if ex.ranks is None:
         return {}
-    from tcx.core.ranks import multi_rank_report
-
-    summaries, divergence = multi_rank_report(m.recording)
+    summaries, divergence = ex.ranks
     return {
         "ranks": [r.to_json() for r in summaries],
         "divergence": divergence.to_json() if divergence else None,
-        "rank_divergence_count": len(divergence.to_json()["divergent_compile_ids"]) if divergence else 0,
+        "rank_divergence_count": ex.rank_divergence_count,
     }
-
-
-def _filtered_compiles(ex: Explanation) -> dict[str, Compile]:
-    if not ex.function_filter:
-        return ex.model.compiles
-    return _compiles_of(ex.model, ex.function_filter)
-
-
-def _recompile_count(ex: Explanation) -> int:
-    if not ex.function_filter:
-        return ex.model.recompile_count
-    return sum(1 for c in _filtered_compiles(ex).values() if c.recompile_reason)
 
 
 def _site_json(s: BreakSite) -> dict[str, Any]:
@@ -285,19 +299,6 @@ def _site_json(s: BreakSite) -> dict[str, Any]:
     }
 
 
-def envelope(schema: str, m: RunModel) -> dict[str, Any]:
-    """The keys every view's JSON starts with (the contract in the README)."""
-    return {
-        "schema": schema,
-        "tcx_version": __version__,
-        "torch_version": m.torch_version,
-        "target": m.target,
-        "source_kind": m.source_kind,
-        "backend": backend_info(m),
-        "program": program_status(m),
-    }
-
-
 def backend_info(m: RunModel) -> dict[str, Any]:
     rs = m.run_start or {}
     asked = sorted({str(c.get("asked", {}).get("backend", "inductor")) for c in m.compile_calls})
@@ -309,19 +310,26 @@ def program_status(m: RunModel) -> dict[str, Any]:
     pe = m.program_exit or {}
     oc = m.outcome or {}
     status = pe.get("status")
-    if oc.get("timed_out"):
+    if oc.get("interrupted"):  # tcx got SIGINT/SIGTERM and stopped the program
+        status = "interrupted"
+    elif oc.get("timed_out"):
         status = "timeout"
     elif status is None and oc:
         status = "crashed" if oc.get("signal") else "died"
     elif status is None:
         status = "unknown" if m.source_kind != "trace" else "not recorded"
+    exit_code = pe.get("exit_code", oc.get("returncode"))
+    if status in ("exception", "syntax") and "exit_code" not in pe:
+        exit_code = 1  # older recordings left it out; Python exits 1 on an uncaught exception
     return {
         "status": status,
-        "exit_code": pe.get("exit_code", oc.get("returncode")),
+        "exit_code": exit_code,
         "exc_type": pe.get("exc_type"),
         "message": pe.get("message"),
         "traceback": pe.get("traceback"),
         "signal": oc.get("signal"),
+        "interrupted_by": oc.get("interrupted_by"),
         "timeout_s": oc.get("timeout_s"),
         "output_tail": oc.get("output_tail"),
+        "child_processes": child_processes(m).to_json(),
     }

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.analysis import RunModel
-from tcx.core.codegen_view import CodegenView, Kernel, build_codegen, decode_name, device_envelope
+from tcx.core.codegen_view import CodegenView, Kernel, build_codegen, device_envelope
+from tcx.core.selection import Selection, whole_run
+from tcx.core.torchtext.output_code import decode_name
 
 SCHEMA = "tcx.fusion/1"
 
@@ -64,18 +66,22 @@ class GraphFusion:
 @dataclass
 class FusionView:
     model: RunModel
-    target: str
+    selection: Selection
+    device: str  # "run" (what ran) or "cuda:sm_90" (the CUDA preview's decisions)
     graphs: list[GraphFusion]
     codegen: CodegenView
     unavailable: str | None = None
 
 
-def build_fusion(model: RunModel, target: str = "cpu", graph: str | None = None) -> FusionView:
-    codegen = build_codegen(model, target, graph=graph)
-    want_cuda = target.startswith("cuda:")
+def build_fusion(
+    model: RunModel, selection: Selection | None = None, *, device: str = "run", graph: str | None = None
+) -> FusionView:
+    selection = selection or whole_run(model)
+    codegen = build_codegen(model, selection, device=device, graph=graph)
+    want_cuda = device.startswith("cuda:")
     graphs: list[GraphFusion] = []
-    for ev in getattr(model, "recorder_events", []):
-        if ev.get("kind") != "fusion" or "nodes" not in ev:
+    for ev in model.recorder_events:
+        if ev.get("kind") != "fusion" or "nodes" not in ev or not selection.includes(ev.get("compile_id")):
             continue
         device = str(ev.get("device") or "")
         if want_cuda and "cuda" not in device:
@@ -99,7 +105,7 @@ def build_fusion(model: RunModel, target: str = "cpu", graph: str | None = None)
             )
         else:
             unavailable = codegen.unavailable or "Inductor scheduled no graph in this run"
-    return FusionView(model, target, graphs, codegen, unavailable)
+    return FusionView(model, selection, device, graphs, codegen, unavailable)
 
 
 def _graph(ev: dict[str, Any], codegen: CodegenView) -> GraphFusion:
@@ -169,7 +175,7 @@ def _match_kernel(members: list[dict[str, Any]], kernels: list[Kernel]) -> Kerne
 
 def to_json(view: FusionView) -> dict[str, Any]:
     return {
-        **device_envelope(SCHEMA, view.model, view.target, view.unavailable),
+        **device_envelope(SCHEMA, view.codegen, view.unavailable),
         "graphs": [g.to_json() for g in view.graphs],
         "kernel_count": view.codegen.kernel_count,
         "kernels": [

@@ -4,7 +4,10 @@ The text is what `TORCH_LOGS=graph_breaks` prints; it is all an offline log has,
 live recorder's typed hook event only adds exact fields on top of it. Format (torch 2.6+):
 
     Graph break in user code at FILE:LINE
-    Graph Break Reason: <gb_type>            (or a preamble, then the gb_type on its own line)
+    Graph Break Reason: <gb_type>            (or a preamble, then the gb_type on its own line;
+                                              "Failed to handle graph break gracefully. ..." and
+                                              "Encountered graph break that we cannot resume
+                                              from. ..." mean the rest of the function runs eager)
       Explanation: ...
       Hint: ...
       Developer debug context: ...
@@ -24,7 +27,12 @@ _AT = re.compile(r"^Graph break in user code at (?P<file>.+):(?P<line>\d+)\s*$",
 _GB_URL = re.compile(r"/gb/(gb\d+)\.html", re.I)
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>.+)$')
 _NESTED = "*** While handling this graph break, another graph break occurred: ***"
-_SKIP_PREAMBLE = "Failed to handle graph break gracefully."
+# Sentences torch puts before a break it cannot resume from; the break itself follows
+# "Graph break encountered:". The rest of the function then runs in eager Python.
+_SKIP_PREAMBLES = (
+    "Failed to handle graph break gracefully.",  # skips the whole function
+    "Encountered graph break that we cannot resume from.",  # compiles up to it, skips the rest
+)
 # Lines torch puts before the break type when the break happened inside a call it traced.
 _PREAMBLES = ("Encountered graph break when attempting to trace",)
 
@@ -61,7 +69,7 @@ def parse_graph_break(text: str) -> ParsedBreak:
     out.user_stack = _parse_frames(traceback_part)
     reason = body.split("Graph Break Reason:", 1)[1] if "Graph Break Reason:" in body else body
     reason = reason.split("\nStack variable source attribution:", 1)[0]
-    if reason.lstrip().startswith(_SKIP_PREAMBLE):
+    if reason.lstrip().startswith(_SKIP_PREAMBLES):
         out.frame_skipped = True
         reason = reason.split("Graph break encountered:", 1)[-1]
     out.sections = [_parse_section(chunk) for chunk in reason.split(_NESTED) if chunk.strip()]

@@ -12,15 +12,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import RunModel, resume_target
-from tcx.core.explain import envelope
-from tcx.core.trace_view import shape_guard_text, tensor_match_text
+from tcx.core.analysis import RunModel
+from tcx.core.envelope import envelope
+from tcx.core.selection import Selection, whole_run
+from tcx.core.torchtext.guards import guard_tree_leaves, tensor_match_text
+from tcx.core.torchtext.locations import guard_location
+from tcx.core.trace_view import shape_guard_text
 
 SCHEMA = "tcx.guards/1"
 _ROOT = re.compile(r"^(?P<scope>[LG])\[['\"](?P<name>[^'\"]+)['\"]\]")
-_USER_LOC = re.compile(r"#\s*(?P<code>[^#]*?)\s*#\s*(?P<file>[^#]+?):(?P<line>\d+) in (?P<fn>[\w<>.]+)")
-_LEAF = re.compile(r"^(?P<bars>(?:\| )*)\+- (?P<kind>[A-Z_]+): (?P<text>.*)$")
-_MANAGER = re.compile(r"^(?P<bars>(?:\| )*)\+- \w*GuardManager: source=(?P<source>.+?), accessed_by=")
 STATE_KINDS = {
     "GRAD_MODE",
     "GLOBAL_STATE",
@@ -83,12 +83,19 @@ class Entry:
 @dataclass
 class GuardsView:
     model: RunModel
+    selection: Selection
     entries: list[Entry]
     unavailable: str | None
-    function_filter: str | None = None
+
+    @property
+    def entry_count(self) -> int:
+        return len(self.entries)
 
 
-def build_guards(model: RunModel, function: str | None = None, compile_id: str | None = None) -> GuardsView:
+def build_guards(
+    model: RunModel, selection: Selection | None = None, compile_id: str | None = None
+) -> GuardsView:
+    selection = selection or whole_run(model)
     events = model.recording.events if model.recording else []
     alive: dict[str, bool] = {}
     saw_cache_walk = False
@@ -107,19 +114,10 @@ def build_guards(model: RunModel, function: str | None = None, compile_id: str |
     if not entries:
         features = (model.run_start or {}).get("features") or {}
         reason = features.get("guards") or "no compiled frame produced guards in this run"
+    entries = [e for e in entries if selection.includes(e.compile_id)]
     if compile_id:
         entries = [e for e in entries if e.compile_id == compile_id]
-    if function:
-        entries = [e for e in entries if _belongs(e, model, function)]
-    return GuardsView(model=model, entries=entries, unavailable=reason, function_filter=function)
-
-
-def _belongs(entry: Entry, model: RunModel, function: str) -> bool:
-    if entry.function == function:
-        return True
-    comp = model.compiles.get(entry.compile_id or "")
-    resumed = resume_target(comp) if comp else None
-    return bool(resumed and resumed[0] == function)
+    return GuardsView(model=model, selection=selection, entries=entries, unavailable=reason)
 
 
 def _live_entry(e: dict[str, Any], model: RunModel, alive: dict[str, bool] | None) -> Entry | None:
@@ -173,33 +171,19 @@ def _tree_entry(ev: Any, model: RunModel) -> Entry:
 def parse_guard_tree(text: str) -> list[Guard]:
     """The leaves of torch's `TREE_GUARD_MANAGER` dump, each with the source of the manager above it."""
     guards: list[Guard] = []
-    sources: list[tuple[int, str]] = []  # (depth, source) of the managers above the current line
-    for raw in text.splitlines():
-        m = _MANAGER.match(raw)
-        if m:
-            depth = len(m.group("bars")) // 2
-            sources = [s for s in sources if s[0] < depth] + [(depth, m.group("source"))]
-            continue
-        m = _LEAF.match(raw)
-        if not m:
-            continue
-        depth = len(m.group("bars")) // 2
-        above = [s for d, s in sources if d < depth]
-        kind = m.group("kind")
-        body = m.group("text")
+    for leaf in guard_tree_leaves(text):
+        kind, body = leaf.kind, leaf.text
         if kind == "LAMBDA_GUARD" and ("<=" in body or ">=" in body or " < " in body or " > " in body):
             kind = "SHAPE_ENV" if "size()" in body or "stride()" in body else kind
-        guards.append(
-            _with_location(Guard(kind=kind, source=above[-1] if above else "", text=[body.strip()]))
-        )
+        guards.append(_with_location(Guard(kind=kind, source=leaf.source, text=[body.strip()])))
     return guards
 
 
 def _with_location(g: Guard) -> Guard:
     for t in g.text:
-        m = _USER_LOC.search(t)
-        if m:
-            g.file, g.line, g.code = m.group("file").strip(), int(m.group("line")), m.group("code").strip()
+        loc = guard_location(t)
+        if loc:
+            g.file, g.line, g.code = loc.file, loc.line, loc.code
             break
     return g
 
@@ -243,9 +227,9 @@ def group_guards(guards: list[Guard]) -> list[Group]:
 
 def to_json(view: GuardsView) -> dict[str, Any]:
     return {
-        **envelope(SCHEMA, view.model),
+        **envelope(SCHEMA, view.model, view.selection),
         "unavailable_reason": view.unavailable,
-        "entry_count": len(view.entries),
+        "entry_count": view.entry_count,
         "entries": [_entry_json(e) for e in view.entries],
     }
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.analysis import RunModel, build_model
-from tcx.core.codegen_view import count_kernels
 from tcx.core.recording import Recording
+from tcx.core.torchtext.output_code import count_kernels
 
 # Object ids and addresses differ between processes even when the guards mean the same thing.
 _PROCESS_SPECIFIC = re.compile(r"\b0x[0-9a-fA-F]+\b|\b\d{6,}\b")
@@ -54,14 +55,22 @@ class Divergence:
         }
 
 
-def split_by_rank(rec: Recording) -> dict[int, RunModel]:
-    """One model per rank (events that name no rank belong to every rank)."""
+def split_by_rank(rec: Recording, only: Collection[int] | None = None) -> dict[int, RunModel]:
+    """One model per rank (events that name no rank belong to every rank); `only` these ranks.
+    One pass over the events, whatever the number of ranks."""
     ranks = sorted({e["md"].get("rank") for e in rec.events if e.get("kind") == "trace"} - {None})
-    models = {}
-    for rank in ranks:
-        events = [e for e in rec.events if e.get("kind") != "trace" or e["md"].get("rank") in (rank, None)]
-        models[rank] = build_model(Recording(header=rec.header, events=events, source=rec.source), "trace")
-    return models
+    per_rank: dict[Any, list[dict[str, Any]]] = {r: [] for r in ranks if only is None or r in only}
+    for e in rec.events:
+        rank = e["md"].get("rank") if e.get("kind") == "trace" else None
+        if rank is None:
+            for events in per_rank.values():
+                events.append(e)
+        elif rank in per_rank:
+            per_rank[rank].append(e)
+    return {
+        rank: build_model(Recording(header=rec.header, events=events, source=rec.source), "trace")
+        for rank, events in per_rank.items()
+    }
 
 
 def summarize(models: dict[int, RunModel]) -> list[RankSummary]:
@@ -88,11 +97,16 @@ def summarize(models: dict[int, RunModel]) -> list[RankSummary]:
 def first_divergence(models: dict[int, RunModel]) -> Divergence | None:
     if len(models) < 2:
         return None
-    facts = {rank: _facts_by_compile(m) for rank, m in models.items()}
+    return divergence_of({rank: _facts_by_compile(m) for rank, m in models.items()})
+
+
+def divergence_of(facts: dict[int, dict[str, dict[str, Any]]]) -> Divergence | None:
+    """The first divergence from each rank's facts per compile id (core/rank_pool.py computes
+    those in worker processes)."""
     ordered = sorted({cid for per in facts.values() for cid in per}, key=_order)
     divergent: list[tuple[str, dict[int, dict[str, Any] | None]]] = []
     for cid in ordered:
-        per_rank = {rank: facts[rank].get(cid) for rank in models}
+        per_rank = {rank: facts[rank].get(cid) for rank in facts}
         if len({_fingerprint(f) for f in per_rank.values()}) > 1:
             divergent.append((cid, per_rank))
     if not divergent:
@@ -198,3 +212,103 @@ def _cause(per_rank: dict[int, dict[str, Any] | None]) -> str:
 def multi_rank_report(rec: Recording) -> tuple[list[RankSummary], Divergence | None]:
     models = split_by_rank(rec)
     return summarize(models), first_divergence(models)
+
+
+# --- a hung job: where each rank was when it stopped logging -------------------------------------
+
+# Trace events that say nothing about where the rank is (timing and bookkeeping records).
+_QUIET_EVENTS = frozenset({"chromium_event", "str", "link", "dump_file", "stack"})
+_EVENT_WORDS = {
+    "dynamo_start": "started tracing",
+    "dynamo_output_graph": "traced the graph of",
+    "compilation_metrics": "finished",
+    "dynamo_cpp_guards_str": "built the guards of",
+    "inductor_output_code": "generated the code of",
+}
+
+
+@dataclass
+class RankLastEvent:
+    """The last compile event a rank logged, and what it means for where the rank was."""
+
+    rank: int
+    compile_id: str | None
+    event: str | None  # the trace event's name
+    frame: str | None  # function (file:line)
+    finished: bool  # the compile had finished (the rank went on to run code)
+    events: int  # events the rank logged in all
+
+    @property
+    def description(self) -> str:
+        if self.compile_id is None:
+            return "logged no compile: it never reached torch.compile (or stopped before it)"
+        what = f"compile {self.compile_id} of {self.frame or 'an unknown frame'}"
+        if self.finished:
+            return (
+                f"last logged: {what} finished; after it the rank ran compiled code or other Python "
+                "(a collective, data loading ...) and logged nothing more"
+            )
+        doing = _EVENT_WORDS.get(self.event or "", f"logged {self.event} for")
+        return f"last logged: {doing} {what}; it was stopped inside this compile"
+
+    def to_json(self) -> dict[str, Any]:
+        return {**vars(self), "description": self.description}
+
+
+@dataclass
+class HangReport:
+    """A multi-rank job stopped before it finished (tcx's timeout, SIGTERM or SIGINT)."""
+
+    stopped_by: str  # "timeout (120 s)", "SIGTERM", "SIGINT"
+    last_events: list[RankLastEvent]
+    divergence: Divergence | None
+
+    @property
+    def summary(self) -> str:
+        places: dict[str, list[int]] = {}
+        for r in self.last_events:
+            key = f"after compile {r.compile_id}" if r.finished else f"inside compile {r.compile_id}"
+            places.setdefault(key if r.compile_id else "before any compile", []).append(r.rank)
+        where = "; ".join(f"ranks {ranks} {place}" for place, ranks in places.items())
+        head = f"The job was hung: stopped by {self.stopped_by} while its ranks were still running. "
+        if len(places) > 1:
+            return head + f"The ranks stopped logging at different places: {where}."
+        return (
+            head
+            + f"Every rank stopped logging at the same place ({where}): they wait in code tcx cannot see."
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "hung": True,
+            "stopped_by": self.stopped_by,
+            "summary": self.summary,
+            "last_events": [r.to_json() for r in self.last_events],
+            "divergence": self.divergence.to_json() if self.divergence else None,
+        }
+
+
+def last_events(models: dict[int, RunModel]) -> list[RankLastEvent]:
+    out = []
+    for rank, m in models.items():
+        own = [e for e in m.trace_events if e.rank == rank]
+        last = next(
+            (e for e in reversed(own) if e.compile_id and e.name not in _QUIET_EVENTS),
+            None,
+        )
+        cid = last.compile_id if last else None
+        comp = m.compiles.get(cid or "")
+        frame = None
+        if comp is not None and comp.co_name:
+            frame = f"{comp.co_name} ({comp.co_filename}:{comp.co_firstlineno})"
+        finished = bool(comp is not None and comp.compile_time_s is not None)
+        out.append(RankLastEvent(rank, cid, last.name if last else None, frame, finished, len(own)))
+    return out
+
+
+def hang_report(rec: Recording, stopped_by: str) -> HangReport | None:
+    """Where each rank of a stopped job was: None for input from fewer than two ranks."""
+    models = split_by_rank(rec)
+    if len(models) < 2:
+        return None
+    return HangReport(stopped_by, last_events(models), first_divergence(models))

@@ -18,12 +18,17 @@ entries are shown; the per-call timeline (hits) and what-if need a live run.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx import __version__
 from tcx.core.analysis import RunModel
+from tcx.core.envelope import envelope
+from tcx.core.recompile_remedies import explain_call
+from tcx.core.selection import Selection, whole_run
+from tcx.core.torchtext import guards as guard_text
+from tcx.core.torchtext.locations import guard_location
 from tcx.core.trace_events import TraceEvent
 
 SCHEMA = "tcx.recompiles/1"
@@ -31,22 +36,6 @@ LIVE_ONLY_NOTE = (
     "read from a TORCH_TRACE log: recompiles, their failing guards and the cache entries come from "
     "torch's trace; the per-call timeline (cache hits) and --what-if need a live run (tcx recompiles "
     "script.py)"
-)
-
-_TENSOR_FAIL = re.compile(
-    r"tensor '(?P<arg>[^']+(?:'\][^']*)?)' "
-    r"(?P<what>size|stride|dtype|device|requires_grad|dispatch key set)"
-    r" mismatch(?: at index (?P<dim>\d+))?\.?\s*"
-    r"(?:expected (?P<expected>[^,]+?)(?:, actual (?P<actual>.+?))?)?$"
-)
-_VALUE_EQ = re.compile(r"^(?P<source>[^=<>!]+?) == (?P<expected>.+)$")
-_COMMENT_LOC = re.compile(r"#\s*(?P<code>.*?)\s*#\s*(?P<file>[^#]+?):(?P<line>\d+) in (?P<fn>\w+)")
-_SIZE_SOURCE = re.compile(r"(?:L\[')?(?P<arg>\w+)(?:'\])?\.size\(\)\[(?P<dim>\d+)\]")
-_TENSOR_MATCH = re.compile(
-    r"TENSOR_MATCH: check_tensor\((?P<source>[^,]+), \w+, DispatchKeySet\([^)]*\), torch\.(?P<dtype>\w+), "
-    r"device=(?P<device>[^,]+), requires_grad=(?P<grad>\w+), size=(?P<size>\[[^\]]*\]), "
-    r"stride=(?P<stride>\[[^\]]*\])"
-    r"\)(?:\s*#\s*(?P<comment>.*))?"
 )
 
 
@@ -121,12 +110,14 @@ class Call:
     remedy: str | None = None
     limit: dict[str, Any] | None = None
     from_trace: bool = False  # reconstructed from torch's trace (no live per-call capture)
+    wraps: str | None = None  # the callable the program compiled, when `function` is a frame around it
     promotions: list[Promotion] = field(default_factory=list)  # dims made symbolic by this compile
 
     def to_json(self) -> dict[str, Any]:
         return {
             "index": self.index,
             "function": self.function,
+            "wraps": self.wraps,
             "file": self.file,
             "line": self.line,
             "outcome": self.outcome,
@@ -210,6 +201,7 @@ class WhatIf:
 @dataclass
 class RecompileReport:
     model: RunModel
+    selection: Selection
     calls: list[Call]
     entries: dict[str, list[Entry]]  # function -> entries in creation order
     reasons: list[Reason]
@@ -218,11 +210,23 @@ class RecompileReport:
     dropped_exact: bool
     live: bool
     limit: dict[str, Any]
-    function_filter: str | None = None
 
     @property
     def recompile_count(self) -> int:
         return len(self.reasons)
+
+    @property
+    def call_count(self) -> int:
+        """Calls of the selected frames, with those the capture did not list (cache hits)."""
+        return len(self.calls) + self.dropped
+
+    @property
+    def outcomes(self) -> dict[str, int]:
+        counts = {"compile": 0, "hit": 0, "recompile": 0, "eager": 0}
+        for c in self.calls:
+            counts[c.outcome] = counts.get(c.outcome, 0) + 1
+        counts["hit"] += self.dropped
+        return counts
 
     @property
     def promotions(self) -> list[Promotion]:
@@ -236,7 +240,8 @@ class RecompileReport:
 # ----------------------------------------------------------------------------- building
 
 
-def analyze(model: RunModel, function: str | None = None) -> RecompileReport:
+def analyze(model: RunModel, selection: Selection | None = None) -> RecompileReport:
+    selection = selection or whole_run(model)
     rec_events = model.recorder_events
     frame_calls = [e for e in rec_events if e.get("kind") == "frame_call" and "hook_error" not in e]
     checks = [e for e in rec_events if e.get("kind") == "guard_check" and "hook_error" not in e]
@@ -251,22 +256,22 @@ def analyze(model: RunModel, function: str | None = None) -> RecompileReport:
     guards = _guards_by_compile(model.trace_events)
     reasons = [_reason(ev, names) for ev in model.trace_events if ev.name == "artifact:recompile_reasons"]
     promotions = _promotions(model.trace_events)
-    limit = _limit(model, configs)
-    if function:
-        reasons = [r for r in reasons if _matches(r.function, function)]
+    limit = _limit(model, configs, selection)
+    reasons = [r for r in reasons if selection.includes(r.compile_id)]
     if frame_calls:
         calls = _calls_from_capture(frame_calls, checks, reasons, guards)
     else:
         calls = _calls_from_trace(model, reasons, names, guards)
-    if function:
-        calls = [c for c in calls if _matches(c.function, function)]
-    entries = _entries(model, calls, names, guards, promotions, function)
+    calls = [c for c in calls if _selected(c, selection)]
+    entries = _entries(model, calls, names, guards, promotions, selection)
     _attach_promotions(calls, entries)
     for call in calls:
-        _explain(call, calls, model, limit)
+        explain_call(call, calls, model, limit)
     what_ifs = [_what_if(e, names) for e in rec_events if e.get("kind") == "what_if"]
+    what_ifs = [w for w in what_ifs if selection.includes_function(w.function)]
     return RecompileReport(
         model=model,
+        selection=selection,
         calls=calls,
         entries=entries,
         reasons=reasons,
@@ -275,12 +280,15 @@ def analyze(model: RunModel, function: str | None = None) -> RecompileReport:
         dropped_exact=dropped_exact or not dropped,
         live=live,
         limit=limit,
-        function_filter=function,
     )
 
 
-def _matches(name: str | None, function: str) -> bool:
-    return bool(name) and (name == function or str(name).startswith(f"torch_dynamo_resume_in_{function}_at_"))
+def _selected(call: Call, selection: Selection) -> bool:
+    """By the compile the call made or the entry that served it; by name when it has neither."""
+    ids = [cid for cid in (call.compile_id, call.entry) if cid]
+    if ids:
+        return any(selection.includes(cid) for cid in ids)
+    return selection.includes_function(call.function)
 
 
 def _compile_names(model: RunModel) -> dict[str, str]:
@@ -295,8 +303,10 @@ def _compile_names(model: RunModel) -> dict[str, str]:
     return out
 
 
-def _limit(model: RunModel, configs: list[dict[str, Any]]) -> dict[str, Any]:
+def _limit(model: RunModel, configs: list[dict[str, Any]], selection: Selection) -> dict[str, Any]:
     for comp in model.compiles.values():
+        if not selection.includes(comp.compile_id):
+            continue
         reason = comp.fail_reason or ""
         m = re.search(r"\((?:currently )?set to (\d+)\)", reason)
         if "recompile limit" in (comp.fail_type or "") + reason or "cache_size_limit" in reason:
@@ -318,106 +328,35 @@ def _limit(model: RunModel, configs: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def parse_failure(text: str, entry: str = "?") -> FailedGuard:
-    """One failing guard as torch prints it (recompile_reasons or check_verbose)."""
-    text = text.strip()
-    head, _, comment = text.partition("  #")
-    head = head.strip()
-    clean_head = head.replace("L['", "").replace("']", "") if head.startswith("tensor '") else head
-    g = FailedGuard(entry=entry, guard=clean_head)
-    loc = _COMMENT_LOC.search("#" + comment) if comment else None
-    if loc:
-        g.file, g.line, g.code = loc.group("file"), int(loc.group("line")), loc.group("code")
-    m = _TENSOR_FAIL.match(clean_head)
-    if m:
-        what = m.group("what")
-        g.arg = m.group("arg")
-        g.dim = int(m.group("dim")) if m.group("dim") else None
-        g.expected, g.actual = _strip(m.group("expected")), _strip(m.group("actual"))
-        g.kind = {"size": "shape", "stride": "stride", "dispatch key set": "dispatch"}.get(what, what)
-        if what == "requires_grad" and g.expected and g.actual is None:
-            want = g.expected.rpartition("=")[2].strip()
-            g.expected = "True" if want in ("1", "True") else "False"
-            g.actual = "False" if g.expected == "True" else "True"
-        return g
-    if "GLOBAL_STATE" in head or "___check_global_state" in head:
-        g.kind = "global_state"
-        return g
-    if "___check_obj_id" in head or "ID_MATCH" in head:
-        g.kind = "identity"
-        g.arg = _source_name(head.split("(", 1)[-1].split(",", 1)[0])
-        return g
-    if "___check_type_id" in head:
-        g.kind = "type"
-        g.arg = _source_name(head.split("(", 1)[-1].split(",", 1)[0])
-        return g
-    if "BACKEND_MATCH" in head:
-        g.kind = "backend"
-        return g
-    if "torch_function_mode" in head or "TORCH_FUNCTION" in head:
-        g.kind = "global_state"
-        return g
-    if "Duplicate tensor" in head or "aliasing" in head.lower():
-        g.kind = "aliasing"
-        return g
-    size = _SIZE_SOURCE.search(head)
-    if size and re.search(r"<=|>=|<|>|==|!=", head):
-        g.kind = "dynamic_shape"
-        g.arg, g.dim = size.group("arg"), int(size.group("dim"))
-        g.expected = head
-        return g
-    eq = _VALUE_EQ.match(head)
-    if eq:
-        source = eq.group("source").strip()
-        g.expected = eq.group("expected").strip()
-        g.arg = _source_name(source)
-        is_global = source.startswith("G[")
-        is_attr = "." in source.replace("L['", "").split("]", 1)[-1] if "]" in source else "." in source
-        if is_global:
-            g.kind = "global"
-        elif "closure" in source or "__closure__" in source or "cell_contents" in source:
-            g.kind = "closure"
-        elif is_attr:
-            g.kind = "attribute"
-        else:
-            g.kind = "int" if re.fullmatch(r"-?\d+", g.expected) else "value"
-        return g
-    return g
-
-
-def _strip(v: str | None) -> str | None:
-    return v.strip().rstrip(".") if v else v
-
-
-def _source_name(source: str) -> str:
-    s = source.strip()
-    for prefix in ("L['", "G['"):
-        if s.startswith(prefix):
-            s = s[len(prefix) :]
-            s = s.replace("']", "", 1)
-    return s
-
-
-def _split_entry(text: str) -> tuple[str, str]:
-    m = re.match(r"^\s*(\d+/\d+|[\w!/]+/\d+): (.*)$", text, re.S)
-    return (m.group(1), m.group(2)) if m else ("?", text)
+    """One failing guard of cache entry `entry`, as torch prints it (recompile_reasons or check_verbose)."""
+    f = guard_text.parse_failure(text)
+    loc = f.location
+    return FailedGuard(
+        entry=entry,
+        guard=f.guard,
+        expected=f.expected,
+        actual=f.actual,
+        kind=f.kind,
+        arg=f.arg,
+        dim=f.dim,
+        file=loc.file if loc else None,
+        line=loc.line if loc else None,
+        code=loc.code if loc else None,
+    )
 
 
 def _reason(ev: TraceEvent, names: dict[str, str]) -> Reason:
-    import json
-
     payload = ev.payload or ""
-    try:
-        value = json.loads(payload)
-    except ValueError:
-        value = payload
-    items = value if isinstance(value, list) else [value]
-    failures = []
-    for item in items:
-        entry, rest = _split_entry(str(item).split("\nUser stack trace:", 1)[0])
-        # A reason may join several failures of one entry with "; ".
-        failures.append(parse_failure(rest, entry))
+    failures = [parse_failure(text, entry) for entry, text in guard_text.recompile_reasons(payload)]
     function = names.get(ev.compile_id or "") or names.get(f"frame:{ev.frame_id}")
-    return Reason(compile_id=ev.compile_id, function=function, failures=failures, text=str(value))
+    return Reason(compile_id=ev.compile_id, function=function, failures=failures, text=_reason_text(payload))
+
+
+def _reason_text(payload: str) -> str:
+    try:
+        return str(json.loads(payload))
+    except ValueError:
+        return payload
 
 
 # ---------------------------------------------------------------- calls
@@ -445,6 +384,7 @@ def _calls_from_capture(
             checked=list(ev.get("checked") or []),
             args=ev.get("args"),
             limit=ev.get("config"),
+            wraps=ev.get("wraps"),
         )
         if call.outcome in ("recompile", "eager"):
             check = _take_check(pending_checks, call)
@@ -497,7 +437,7 @@ def _merge(failures: list[FailedGuard], check: dict[str, Any] | None) -> list[Fa
             if len(actual) == 1:
                 g.actual = next(iter(actual.values()))
             elif actual:
-                g.actual = ", ".join(f"{_source_name(k)}={v}" for k, v in actual.items())
+                g.actual = ", ".join(f"{guard_text.source_name(k)}={v}" for k, v in actual.items())
     return failures
 
 
@@ -541,28 +481,26 @@ def _guards_by_compile(events: list[TraceEvent]) -> dict[str, dict[str, Any]]:
     for ev in events:
         if ev.name != "dynamo_cpp_guards_str" or not ev.compile_id:
             continue
-        text = ev.payload or ""
         tensors, shape, values = [], [], []
-        for line in text.splitlines():
-            stripped = line.lstrip("| ")
-            m = _TENSOR_MATCH.search(line)
-            if m:
-                loc = _COMMENT_LOC.search("# " + (m.group("comment") or ""))
+        for leaf in guard_text.guard_tree_leaves(ev.payload or ""):
+            check = guard_text.parse_check_tensor(leaf.text) if leaf.kind == "TENSOR_MATCH" else None
+            if check:
+                loc = guard_location(leaf.text)
                 tensors.append(
                     {
-                        "arg": _source_name(m.group("source")),
-                        "dtype": m.group("dtype"),
-                        "device": m.group("device"),
-                        "requires_grad": m.group("grad") == "True",
-                        "size": m.group("size"),
-                        "file": loc.group("file") if loc else None,
-                        "line": int(loc.group("line")) if loc else None,
+                        "arg": guard_text.source_name(check.source),
+                        "dtype": check.dtype,
+                        "device": check.device,
+                        "requires_grad": check.requires_grad,
+                        "size": check.size,
+                        "file": loc.file if loc else None,
+                        "line": loc.line if loc else None,
                     }
                 )
-            elif line.startswith("+- LAMBDA_GUARD:"):
-                shape.append(stripped.removeprefix("+- LAMBDA_GUARD:").split("  #", 1)[0].strip())
-            elif "EQUALS_MATCH:" in line:
-                values.append(stripped.split("EQUALS_MATCH:", 1)[1].split("  #", 1)[0].strip())
+            elif leaf.kind == "LAMBDA_GUARD" and leaf.depth == 0:  # symbolic-shape guards
+                shape.append(guard_text.guard_code(leaf.text))
+            elif leaf.kind == "EQUALS_MATCH":
+                values.append(guard_text.guard_code(leaf.text))
         out[ev.compile_id] = {"tensors": tensors, "shape": shape, "values": values}
     return out
 
@@ -575,12 +513,12 @@ def _promotions(events: list[TraceEvent]) -> dict[str, list[Promotion]]:
             continue
         if ev.name == "create_symbol":
             source = str(ev.body.get("source", ""))
-            m = _SIZE_SOURCE.search(source)
+            size = guard_text.size_source(source)
             p = Promotion(
                 compile_id=ev.compile_id,
                 source=source,
-                arg=m.group("arg") if m else _source_name(source),
-                dim=int(m.group("dim")) if m else None,
+                arg=size[0] if size else guard_text.source_name(source),
+                dim=size[1] if size else None,
                 symbol=str(ev.body.get("symbol")),
                 value=str(ev.body.get("val")) if ev.body.get("val") is not None else None,
                 range=str(ev.body.get("vr")) if ev.body.get("vr") is not None else None,
@@ -603,7 +541,7 @@ def _entries(
     names: dict[str, str],
     guards: dict[str, dict[str, Any]],
     promotions: dict[str, list[Promotion]],
-    function: str | None,
+    selection: Selection,
 ) -> dict[str, list[Entry]]:
     entries: dict[str, list[Entry]] = {}
     index: dict[str, Entry] = {}
@@ -611,7 +549,7 @@ def _entries(
         name = names.get(cid)
         if not name or comp.failed or (comp.graph_count == 0 and not guards.get(cid)):
             continue
-        if function and not _matches(name, function):
+        if not selection.includes(cid):
             continue
         g = guards.get(cid, {})
         e = Entry(
@@ -649,157 +587,6 @@ def _attach_promotions(calls: list[Call], entries: dict[str, list[Entry]]) -> No
             )
             if static:
                 p.replaced = f"size[{p.dim}] == {static.expected}"
-
-
-# ---------------------------------------------------------------- causes and remedies
-
-
-CAUSES = {
-    "shape": "shape specialization",
-    "dynamic_shape": "branch on a dynamic size",
-    "stride": "stride/layout change",
-    "dtype": "dtype change",
-    "device": "device change",
-    "requires_grad": "requires_grad change",
-    "dispatch": "dispatch keys changed (device, requires_grad or a tensor subclass)",
-    "global": "Python global value",
-    "closure": "closure value",
-    "attribute": "attribute value",
-    "value": "Python value",
-    "int": "integer specialization",
-    "identity": "object identity (a module or tensor recreated)",
-    "type": "type change",
-    "global_state": "global state (grad mode, autocast, deterministic, torch function mode)",
-    "aliasing": "input aliasing changed",
-    "backend": "a different backend",
-    "recompile_limit": "recompile limit",
-    "other": "guard failure",
-}
-
-
-def _explain(call: Call, calls: list[Call], model: RunModel, limit: dict[str, Any]) -> None:
-    if call.outcome == "eager":
-        cfg = call.limit or limit
-        if limit.get("hit") or call.failed_guards:
-            call.cause = CAUSES["recompile_limit"]
-            call.remedy = _limit_remedy(call, calls, cfg)
-        else:
-            call.cause = "not compiled (Dynamo skipped the frame or its compile failed)"
-            call.remedy = f"Run `tcx explain` on this target to see why {call.function} was not compiled."
-        return
-    if call.outcome != "recompile" or not call.failed_guards:
-        return
-    g = call.failed_guards[0]
-    call.cause = CAUSES.get(g.kind, CAUSES["other"])
-    call.remedy = _remedy(call, g, calls, model)
-
-
-def _where(g: FailedGuard) -> str:
-    if g.file and g.line:
-        return f" (guard from {g.file}:{g.line}{': ' + g.code if g.code else ''})"
-    return ""
-
-
-def _asked_static(model: RunModel) -> bool:
-    return any(str(c.get("used", {}).get("dynamic")) == "False" for c in model.compile_calls)
-
-
-def _promoted(call: Call, g: FailedGuard) -> bool:
-    return any(p.arg == g.arg and p.dim == g.dim for p in call.promotions)
-
-
-def _remedy(call: Call, g: FailedGuard, calls: list[Call], model: RunModel) -> str:
-    fn = call.function
-    if g.kind == "shape":
-        seen = sorted({s for s in _dim_values(calls, fn, g.arg, g.dim)})
-        values = f" (seen: {', '.join(map(str, seen))})" if len(seen) > 1 else ""
-        if _asked_static(model):
-            lead = " The program compiles with dynamic=False, so every new size compiles again: drop it, or"
-        elif _promoted(call, g):
-            lead = (
-                " Dynamo then made it symbolic (automatic dynamic), so this recompile happens once; "
-                "to avoid even that one,"
-            )
-        else:
-            lead = ""
-        return (
-            f"Dimension {g.dim} of `{g.arg}` changes between calls{values}.{lead or ' To fix it,'} mark it "
-            f"dynamic before the first call: torch._dynamo.mark_dynamic({g.arg}, {g.dim}) (or "
-            f"maybe_mark_dynamic({g.arg}, {g.dim}) if it may stay static), or compile with dynamic=True."
-        )
-    if g.kind == "dynamic_shape":
-        return (
-            f"A Python branch on `{g.arg}.size({g.dim})`{_where(g)} compiles one entry per "
-            "side; that is fine for a two-way branch. For one graph, make it branchless (torch.where) "
-            "or use torch.cond."
-        )
-    if g.kind in ("dtype", "device"):
-        return (
-            f"`{g.arg}` arrives as {g.expected} and as {g.actual}: convert at the call site "
-            f"({g.arg}.to(...)) so one entry serves, or accept one entry per {g.kind}."
-        )
-    if g.kind in ("requires_grad", "dispatch"):
-        return (
-            f"`{g.arg}` sometimes requires grad and sometimes not: training and evaluation get separate "
-            "entries (fine if only two); run evaluation under torch.no_grad() or pass "
-            f"{g.arg}.detach() if it never needs gradients."
-        )
-    if g.kind in ("global", "closure", "attribute", "value"):
-        what = {"global": "global", "closure": "closure variable", "attribute": "attribute"}.get(
-            g.kind, "value"
-        )
-        return (
-            f"The {what} `{g.arg}` changed ({g.expected} -> {g.actual}){_where(g)}; Dynamo bakes Python "
-            "values into "
-            "the graph. Pass it as a tensor argument (torch.tensor(value)) or keep it constant."
-        )
-    if g.kind == "int":
-        return (
-            f"The Python int `{g.arg}` is specialized ({g.arg} == {g.expected}, now {g.actual}){_where(g)}. "
-            "Pass it as a tensor, or let Dynamo make it symbolic: dynamic=True (or drop dynamic=False), "
-            "torch._dynamo.mark_dynamic does not apply to ints."
-        )
-    if g.kind == "identity":
-        return (
-            f"`{g.arg}` is a new object on this call (recreated module or tensor): create it once and "
-            "keep it alive, reusing it across calls."
-        )
-    if g.kind == "global_state":
-        return (
-            "Global state (grad mode, autocast, deterministic algorithms) differs from when the entry was "
-            "compiled: call the compiled function under one consistent mode, or accept one entry per mode."
-        )
-    if g.kind == "type":
-        return f"`{g.arg}` changed type between calls: pass the same type every time."
-    return "See the failing guard; keep what it checks constant across calls."
-
-
-def _limit_remedy(call: Call, calls: list[Call], cfg: dict[str, Any]) -> str:
-    causes = [c.cause for c in calls if c.function == call.function and c.outcome == "recompile" and c.cause]
-    top = max(set(causes), key=causes.count) if causes else None
-    cfg_name = cfg.get("config") or "torch._dynamo.config.recompile_limit"
-    value = cfg.get("limit")
-    first = (
-        f"fix the cause of the recompiles ({top}) — see the remedy on those calls"
-        if top
-        else "fix the recompiles"
-    )
-    return (
-        f"{call.function} runs in eager Python from now on: {first}; "
-        "torch.compiler.set_stance('eager_on_recompile') makes later misses run eager on purpose without "
-        f"compiling; raising {cfg_name} (now {value}) is the last resort."
-    )
-
-
-def _dim_values(calls: list[Call], fn: str, arg: str | None, dim: int | None) -> list[int]:
-    out = []
-    for c in calls:
-        if c.function != fn or not c.args or dim is None:
-            continue
-        for a in c.args:
-            if a.get("name") == arg and a.get("kind") == "tensor" and dim < len(a.get("shape", [])):
-                out.append(a["shape"][dim])
-    return out
 
 
 # ---------------------------------------------------------------- what-if
@@ -850,23 +637,16 @@ def _what_if(ev: dict[str, Any], names: dict[str, str]) -> WhatIf:
 
 
 def to_json(rep: RecompileReport) -> dict[str, Any]:
-    from tcx.core.explain import backend_info, program_status
-
     m = rep.model
     return {
-        "schema": SCHEMA,
-        "tcx_version": __version__,
-        "torch_version": m.torch_version,
-        "target": m.target,
-        "function": rep.function_filter,
-        "backend": backend_info(m),
-        "source": "live" if rep.live else m.source_kind,
+        **envelope(SCHEMA, m, rep.selection),
+        "per_call_capture": rep.live,
         "note": None if rep.live else LIVE_ONLY_NOTE,
         "recompile_count": rep.recompile_count,
-        "call_count": len(rep.calls) + rep.dropped,
+        "call_count": rep.call_count,
         "calls_not_listed": rep.dropped,
         "call_count_exact": rep.dropped_exact,
-        "outcomes": _outcome_counts(rep),
+        "outcomes": rep.outcomes,
         "recompile_limit": rep.limit,
         "calls": [c.to_json() for c in rep.calls],
         "entries": {fn: [e.to_json() for e in es] for fn, es in rep.entries.items()},
@@ -881,14 +661,5 @@ def to_json(rep: RecompileReport) -> dict[str, Any]:
             for r in rep.reasons
         ],
         "what_if": [w.to_json() for w in rep.what_ifs],
-        "program": program_status(m),
         "problems": m.problems,
     }
-
-
-def _outcome_counts(rep: RecompileReport) -> dict[str, int]:
-    counts = {"compile": 0, "hit": 0, "recompile": 0, "eager": 0}
-    for c in rep.calls:
-        counts[c.outcome] = counts.get(c.outcome, 0) + 1
-    counts["hit"] += rep.dropped
-    return counts

@@ -11,6 +11,12 @@ Line 1 is the header; every later line is an event with a "kind":
     log           a torch log record (warnings that would otherwise go to stderr)
     program_exit  how the program ended, written by the recorder child
     outcome       how the child process ended, written by the parent (signal, timeout)
+    source        a user file the report quotes, written by the parent after the run: file,
+                  text (its content then) and sha256; a file over 1 MB has the sha256 only
+    child_process one per child process of the program that compiled (core/observed.py), written
+                  by the parent: pid, how (fork/spawn/forkserver/subprocess), argv, observed;
+                  when observed its explain counts, graph_breaks[] sites and functions{name:
+                  counts}; when not, the reason
 
 Written by the `recompiles` capture (core/recorder/compat_recompiles.py), additive in format 1:
 
@@ -18,7 +24,9 @@ Written by the `recompiles` capture (core/recorder/compat_recompiles.py), additi
     frame_call           one call of a torch.compile'd callable: index, function, file, line,
                          args (signature: shapes, dtypes, devices, requires_grad, Python values),
                          outcome (compile/hit/recompile/eager), entry (compile id that served or
-                         was created), checked (entry ids in Dynamo's check order), config
+                         was created), checked (entry ids in Dynamo's check order), config,
+                         wraps (the callable the program compiled, when Dynamo evaluates a
+                         frame torch put around it, e.g. for a `@torch.no_grad()` method)
     frame_calls_dropped  cache hits past the first 1000 calls are only counted: {"count": N}
     guard_check          a cache miss of a frame with entries: each entry's first failing guard
                          (check_verbose) and the actual values it read, for every frame
@@ -49,9 +57,17 @@ Written by the Dynamo captures (core/recorder/compat_dynamo.py), additive in for
     cuda_preview         `cuda_preview=sm_XX[+ptx]` capture, one per partitioned graph: arch,
                          compile_id, graph, source (the wrapper module Inductor generated for a
                          fake CUDA device, kernels embedded), seconds, error, ptx {kernel: text}
+    cuda_preview_device  the same capture, once: arch, assumptions[] (device properties, cuDNN),
+                         notes[] (what this torch cannot preview)
+    cuda_preview_decision  the same capture: a decision taken without a GPU (decision autotune |
+                         pad_mm | sdpa, compile_id, graph, assumed, why, and its details)
+    cudagraph            `cudagraphs` capture (core/recorder/compat_cudagraphs.py): event
+                         skip | partitions | decided | cudagraphified | captured, compile_id, graph
 
 Events are flushed as they happen, so a crash, `sys.exit`, segfault or timeout keeps
-everything recorded until then. Loading never executes code (JSON only, no pickle).
+everything recorded until then. Loading never executes code (JSON only, no pickle), and checks
+every event against core/event_schema.py: a line that is not JSON, or an event with a field of the
+wrong type, is reported with its file and line and skipped.
 
 Format history:
     1  first version
@@ -61,6 +77,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import shutil
 import threading
 from collections.abc import Iterator
@@ -70,6 +87,7 @@ from typing import IO, Any
 
 from tcx import __version__
 from tcx.core.errors import InputError
+from tcx.core.event_schema import MAX_REPORTED, decode_json, drop_bad_header_fields, event_problem
 
 FORMAT_NAME = "tcx-recording"
 FORMAT_VERSION = 1
@@ -83,14 +101,27 @@ class RecordingWriter:
         self._lock = threading.Lock()
 
     def write(self, kind: str, **fields: Any) -> None:
-        line = json.dumps({"kind": kind, **fields}, default=repr, ensure_ascii=False)
+        line = json.dumps({"kind": kind, **fields}, default=repr, ensure_ascii=False) + "\n"
         with self._lock:
-            self._fh.write(line + "\n")
+            try:
+                self._fh.write(line)
+            except UnicodeEncodeError:  # raised before anything is written
+                self._fh.write(escape_surrogates(line))
             self._fh.flush()
 
     def close(self) -> None:
         with self._lock:
             self._fh.close()
+
+
+# A lone surrogate (e.g. `RuntimeError("x \udcff y")`, or a file name that is not UTF-8) cannot be
+# written as UTF-8; it is kept visibly escaped, as the six characters `\udcff`.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_surrogates(json_text: str) -> str:
+    """JSON text with each lone surrogate replaced by an escaped backslash and its code."""
+    return _SURROGATE.sub(lambda m: f"\\\\u{ord(m.group()):04x}", json_text)
 
 
 def write_header(path: str | Path, **fields: Any) -> None:
@@ -102,7 +133,8 @@ def write_header(path: str | Path, **fields: Any) -> None:
         "tcx_version": __version__,
         **fields,
     }
-    Path(path).write_text(json.dumps(header, ensure_ascii=False) + "\n", encoding="utf-8")
+    line = escape_surrogates(json.dumps(header, ensure_ascii=False))
+    Path(path).write_text(line + "\n", encoding="utf-8")
 
 
 @dataclass
@@ -141,6 +173,7 @@ def load_recording(path: str | Path) -> Recording:
             events, problems = _read_events(fh, path)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         raise InputError(f"cannot read {str(path)!r}: {exc}.") from None
+    problems = [f"{path.name}:1: {p}" for p in drop_bad_header_fields(header)] + problems
     return Recording(header=header, events=events, problems=problems, source=str(path))
 
 
@@ -155,7 +188,12 @@ def _parse_header(line: str, path: Path) -> dict[str, Any]:
             hint="Recordings are written by `tcx ... --save FILE`; TORCH_TRACE logs are read as TARGET too.",
         )
     version = header.get("version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise InputError(
+            f"{str(path)!r} is an unreadable recording: its header's format version is {repr(version)[:40]}, "
+            "not a whole number from 1 (the file was damaged or not written by tcx)."
+        )
+    if version > FORMAT_VERSION:
         raise InputError(
             f"{str(path)!r} was written by a newer tcx (recording format {version!r}; "
             f"this tcx {__version__} reads up to {FORMAT_VERSION}). Upgrade tcx to read it."
@@ -166,11 +204,12 @@ def _parse_header(line: str, path: Path) -> dict[str, Any]:
 def _read_events(fh: IO[str], path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     events: list[dict[str, Any]] = []
     problems: list[str] = []
+    malformed = 0
     for lineno, line in enumerate(fh, start=2):
         if not line.strip():
             continue
         try:
-            event = json.loads(line)
+            event = decode_json(line)
         except ValueError:
             tail = "" if line.endswith("\n") else " (truncated last line: the run was cut off)"
             problems.append(f"{path.name}:{lineno}: not a JSON event{tail}")
@@ -178,7 +217,16 @@ def _read_events(fh: IO[str], path: Path) -> tuple[list[dict[str, Any]], list[st
         if not isinstance(event, dict) or "kind" not in event:
             problems.append(f"{path.name}:{lineno}: not a tcx event")
             continue
+        why = event_problem(event)
+        if why is not None:
+            malformed += 1
+            if malformed <= MAX_REPORTED:
+                kind = event["kind"] if isinstance(event["kind"], str) else "tcx"
+                problems.append(f"{path.name}:{lineno}: malformed {kind} event skipped ({why})")
+            continue
         events.append(event)
+    if malformed > MAX_REPORTED:
+        problems.append(f"{path.name}: {malformed} malformed events in all were skipped")
     return events, problems
 
 

@@ -1,7 +1,8 @@
 """Fix suggestions per graph-break type: PyTorch's hints say what is wrong; these say what to change.
 
 Matched on the break type (torch's gb_type text), most specific first. Each remedy names a
-concrete API or code change; torch's own hints are always shown next to it.
+concrete API or code change; torch's own hints are always shown next to it. The recompiles
+counterpart (a remedy per failing guard) is core/recompile_remedies.py.
 """
 
 from __future__ import annotations

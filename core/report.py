@@ -2,26 +2,31 @@
 
 The overview gives each compiled frame's pipeline in one line (Dynamo → AOTAutograd →
 Inductor → runtime), compile time per phase, and the top problems ranked by what they
-cost; the views follow. Each view is built from its own module's JSON contract, and a
-view that cannot be built says why instead of sinking the report.
+cost; the views follow: every view of the registry (core/views.py) with a report section,
+built on the same Selection. A view that cannot be built says why instead of sinking the report.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tcx import __version__
 from tcx.core.analysis import RunModel
+from tcx.core.envelope import envelope
 from tcx.core.explain import Explanation, explain, program_status
 from tcx.core.explain import to_json as explain_json
 from tcx.core.run_facts import run_facts
+from tcx.core.selection import Selection, whole_run
+from tcx.core.views import all_captures, report_views
+
+if TYPE_CHECKING:
+    from tcx.core.recompiles import RecompileReport
 
 SCHEMA = "tcx.report/1"
 # Every capture the views use: the report runs the program once with all of them.
-CAPTURES = ("recompiles", "guards", "bytecode", "instructions", "aot_graphs", "fusion", "codegen")
+CAPTURES = all_captures()
 _ATEN_OP = re.compile(r"= torch\.ops\.")
 
 
@@ -40,6 +45,7 @@ class Problem:
 @dataclass
 class Report:
     model: RunModel
+    selection: Selection
     explanation: Explanation
     views: dict[str, Any]  # view name -> its view object (None when unavailable)
     docs: dict[str, dict[str, Any]]  # view name -> its JSON document, or {"unavailable": why}
@@ -48,66 +54,50 @@ class Report:
     compile_time_s: dict[str, float] = field(default_factory=dict)
 
 
-def _views() -> dict[str, tuple[Callable[[RunModel, str | None], Any], Callable[[Any], dict[str, Any]]]]:
-    from tcx.core import bytecode_view, codegen_view, fusion_view, graphs_view, guards, recompiles, trace_view
-
-    return {
-        "recompiles": (lambda m, fn: recompiles.analyze(m, fn), recompiles.to_json),
-        "guards": (lambda m, fn: guards.build_guards(m, fn), guards.to_json),
-        "trace": (lambda m, fn: trace_view.build_trace(m, fn), trace_view.to_json),
-        "bytecode": (lambda m, fn: bytecode_view.build_bytecode(m, fn), bytecode_view.to_json),
-        "graphs": (
-            lambda m, fn: graphs_view.build_graphs(m),
-            lambda v: graphs_view.to_json(v, include_graphs=True),
-        ),
-        "fusion": (lambda m, fn: fusion_view.build_fusion(m), fusion_view.to_json),
-        "codegen": (lambda m, fn: codegen_view.build_codegen(m), codegen_view.to_json),
-    }
-
-
-def build_report(model: RunModel, function: str | None = None) -> Report:
-    ex = explain(model, function)
+def build_report(model: RunModel, selection: Selection | None = None) -> Report:
+    selection = selection or whole_run(model)
+    ex = explain(model, selection)
     views: dict[str, Any] = {}
     docs: dict[str, dict[str, Any]] = {"explain": explain_json(ex)}
-    for name, (build, as_json) in _views().items():
+    for view in report_views():
+        if view.name == "explain":
+            continue
         try:
-            views[name] = build(model, function)
-            docs[name] = as_json(views[name])
+            views[view.name] = view.builder()(model, selection)
+            docs[view.name] = view.serializer()(views[view.name])
         except Exception as exc:  # one view failing must not sink the report
-            views[name] = None
-            docs[name] = {"unavailable": f"{name} view could not be built: {type(exc).__name__}: {exc}"}
+            views[view.name] = None
+            docs[view.name] = {
+                "unavailable": f"{view.name} view could not be built: {type(exc).__name__}: {exc}"
+            }
     return Report(
         model=model,
+        selection=selection,
         explanation=ex,
         views=views,
         docs=docs,
-        pipeline=_pipeline(model, docs),
-        problems=_problems(model, ex, docs),
-        compile_time_s=run_facts(model, ex)["compile_time_s"],
+        pipeline=_pipeline(model, selection, views),
+        problems=_problems(ex, views.get("recompiles")),
+        compile_time_s=run_facts(model, selection, ex=ex)["compile_time_s"],
     )
 
 
-def _pipeline(model: RunModel, docs: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    """One line per compile: what each stage made of it."""
-    instructions = {
-        c["compile_id"]: len(c.get("instructions") or [])
-        for c in docs["trace"].get("compiles", [])
-        if not c.get("attempt")
-    }
-    graphs = {c["compile_id"]: c for c in docs["graphs"].get("compiles", [])}
-    kernels: dict[str, int] = {}
-    externs: dict[str, int] = {}
-    for k in docs["codegen"].get("kernels", []):
-        kernels[k["compile_id"]] = kernels.get(k["compile_id"], 0) + 1
-    for e in docs["codegen"].get("extern_calls", []):
-        externs[e["compile_id"]] = externs.get(e["compile_id"], 0) + 1
-    breaks: dict[str, int] = {}
-    for b in model.graph_breaks:
-        breaks[b.compile_id or "?"] = breaks.get(b.compile_id or "?", 0) + 1
+def _pipeline(model: RunModel, selection: Selection, views: dict[str, Any]) -> list[dict[str, Any]]:
+    """One line per compile: what each stage made of it (a view that could not be built: None)."""
+    trace, graphs_view, codegen = views.get("trace"), views.get("graphs"), views.get("codegen")
+    instructions = (
+        {c.compile_id: len(c.instructions) for c in trace.compiles if not c.attempt} if trace else {}
+    )
+    graphs = {c.compile_id: c for c in graphs_view.compiles} if graphs_view else {}
+    kernels = Counter(k.compile_id for k in codegen.kernels) if codegen else Counter()
+    externs = Counter(e.compile_id for e in codegen.extern_calls) if codegen else Counter()
+    breaks = Counter(b.compile_id or "?" for b in model.graph_breaks)
     rows = []
     for cid, comp in model.compiles.items():
-        g = graphs.get(cid, {})
-        texts = g.get("graphs") or {}
+        if not selection.includes(cid):
+            continue
+        g = graphs.get(cid)
+        texts = g.graphs if g else {}
         rows.append(
             {
                 "compile_id": cid,
@@ -125,9 +115,9 @@ def _pipeline(model: RunModel, docs: dict[str, dict[str, Any]]) -> list[dict[str
                     "forward_ops": _ops(texts.get("forward")),
                     "backward_ops": _ops(texts.get("backward")),
                     "inference_ops": _ops(texts.get("inference")),
-                    "saved_bytes": g.get("saved_bytes"),
-                    "saved_extra_bytes": g.get("saved_extra_bytes"),
-                    "verdict": g.get("verdict"),
+                    "saved_bytes": g.saved_bytes if g else None,
+                    "saved_extra_bytes": g.saved_extra_bytes if g else None,
+                    "verdict": g.verdict() if g else None,
                 },
                 "inductor": {"kernels": kernels.get(cid, 0), "extern_calls": externs.get(cid, 0)},
                 "runtime": {"guards": comp.guard_count, "recompiled": bool(comp.recompile_reason)},
@@ -141,14 +131,13 @@ def _ops(text: str | None) -> int | None:
     return len(_ATEN_OP.findall(text)) if text else None
 
 
-def _problems(model: RunModel, ex: Explanation, docs: dict[str, dict[str, Any]]) -> list[Problem]:
+def _problems(ex: Explanation, recompiles: RecompileReport | None) -> list[Problem]:
     out: list[Problem] = []
     for f in ex.failed_frames:
         out.append(
             Problem(0, "failed frame", f"{f.function} runs in eager Python", f.kind, f"{f.file}:{f.line}")
         )
-    rec = docs["recompiles"]
-    limit = rec.get("recompile_limit") or {}
+    limit = recompiles.limit if recompiles else {}
     if limit.get("hit"):
         out.append(
             Problem(
@@ -169,17 +158,16 @@ def _problems(model: RunModel, ex: Explanation, docs: dict[str, dict[str, Any]])
                 f"{s.file}:{s.line}",
             )
         )
-    if model.recompile_count:
-        causes = [c for c in rec.get("calls", []) if c.get("outcome") == "recompile" and c.get("cause")]
-        detail = "; ".join(
-            dict.fromkeys(f"{c['cause']}: {c.get('remedy') or ''}".strip(": ") for c in causes)
-        )
+    if ex.recompile_count:
+        calls = recompiles.calls if recompiles else []
+        causes = [c for c in calls if c.outcome == "recompile" and c.cause]
+        detail = "; ".join(dict.fromkeys(f"{c.cause}: {c.remedy or ''}".strip(": ") for c in causes))
         out.append(
             Problem(
-                3, "recompiles", f"{model.recompile_count} recompile(s)", detail or "see the recompiles view"
+                3, "recompiles", f"{ex.recompile_count} recompile(s)", detail or "see the recompiles view"
             )
         )
-    status = program_status(model)
+    status = program_status(ex.model)
     if status["status"] not in ("ok", "not recorded"):
         out.append(
             Problem(0, "program", f"the program ended: {status['status']}", str(status.get("message") or ""))
@@ -190,10 +178,7 @@ def _problems(model: RunModel, ex: Explanation, docs: dict[str, dict[str, Any]])
 
 def to_json(report: Report) -> dict[str, Any]:
     return {
-        "schema": SCHEMA,
-        "tcx_version": __version__,
-        "torch_version": report.model.torch_version,
-        "target": report.model.target,
+        **envelope(SCHEMA, report.model, report.selection),
         "pipeline": report.pipeline,
         "compile_time_s": report.compile_time_s,
         "problems": [p.to_json() for p in report.problems],

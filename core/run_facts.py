@@ -11,17 +11,13 @@ from typing import Any
 
 from tcx import __version__
 from tcx.core.analysis import RunModel
-from tcx.core.codegen_view import kernel_definitions
-from tcx.core.explain import Explanation, explain, to_json
+from tcx.core.budgets import COUNT_KEYS
+from tcx.core.cache_view import cache_counts
+from tcx.core.envelope import SOURCE_KINDS, run_device
+from tcx.core.explain import BreakSite, Explanation, backend_info, explain
+from tcx.core.selection import Selection, whole_run
+from tcx.core.torchtext.output_code import kernel_definitions
 
-COUNT_KEYS = (
-    "graph_count",
-    "graph_break_count",
-    "unique_graph_break_count",
-    "compile_count",
-    "recompile_count",
-    "failed_frame_count",
-)
 # Where a higher number is worse (a regression); compile_count follows graphs/recompiles.
 WORSE_WHEN_HIGHER = (
     "graph_count",
@@ -39,47 +35,66 @@ PHASES = {
 }
 
 
-def run_facts(model: RunModel, ex: Explanation | None = None) -> dict[str, Any]:
-    ex = ex or explain(model)
-    doc = to_json(ex)
+def run_facts(
+    model: RunModel, selection: Selection | None = None, *, ex: Explanation | None = None
+) -> dict[str, Any]:
+    """The facts of the selected compiles (`ex`, when given, must be built on `selection`)."""
+    selection = selection or whole_run(model)
+    ex = ex or explain(model, selection)
     return {
         "schema": "tcx.facts/1",
         "tcx_version": __version__,
         "torch_version": model.torch_version,
         "target": model.target,
-        "counts": {k: doc[k] for k in COUNT_KEYS},
-        "graph_breaks": [_site(b) for b in doc["graph_breaks"]],
-        "recompile_reasons": list(model.recompile_reasons),
-        "kernels": _kernels(model),
-        "compile_time_s": _phases(model),
+        "source_kind": SOURCE_KINDS.get(model.source_kind, model.source_kind),
+        "backend": backend_info(model),
+        "device": run_device(model, selection),
+        "selection": selection.to_json(),
+        "counts": {k: getattr(ex, k) for k in COUNT_KEYS},
+        "graph_breaks": [_site(s) for s in ex.sites],
+        "recompile_reasons": _recompile_reasons(model, selection),
+        "kernels": _kernels(model, selection),
+        "compile_time_s": _phases(model, selection),
+        "caches": cache_counts(model, selection),
     }
 
 
-def _site(b: dict[str, Any]) -> dict[str, Any]:
-    code = b["user_stack"][-1]["code"] if b.get("user_stack") else ""
+def _site(s: BreakSite) -> dict[str, Any]:
     return {
-        "type": b["type"],
-        "gb_id": b["gb_id"],
-        "file": b["file"],
-        "line": b["line"],
-        "function": b.get("function"),
-        "code": code,
-        "occurrences": b["occurrences"],
+        "type": s.gb_type,
+        "gb_id": s.gb_id,
+        "file": s.file,
+        "line": s.line,
+        "function": s.function,
+        "code": s.user_stack[-1].code if s.user_stack else "",
+        "occurrences": len(s.occurrences),
     }
 
 
-def _kernels(model: RunModel) -> list[dict[str, Any]]:
+def _recompile_reasons(model: RunModel, selection: Selection) -> list[str]:
+    if selection.whole_run:
+        return list(model.recompile_reasons)
+    return [
+        c.recompile_reason
+        for c in model.compiles.values()
+        if selection.includes(c.compile_id) and c.recompile_reason
+    ]
+
+
+def _kernels(model: RunModel, selection: Selection) -> list[dict[str, Any]]:
     out = []
     for ev in model.trace_events:
-        if ev.name == "inductor_output_code":
+        if ev.name == "inductor_output_code" and selection.includes(ev.compile_id):
             for name, kind, _source, _comment in kernel_definitions(ev.payload or ""):
                 out.append({"name": name, "kind": kind, "compile_id": ev.compile_id})
     return out
 
 
-def _phases(model: RunModel) -> dict[str, float]:
+def _phases(model: RunModel, selection: Selection) -> dict[str, float]:
     totals: dict[str, float] = {}
     for comp in model.compiles.values():
+        if not selection.includes(comp.compile_id):
+            continue
         metrics = _metrics(model, comp.compile_id)
         for key, phase in PHASES.items():
             value = metrics.get(key)

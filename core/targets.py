@@ -35,14 +35,16 @@ class ProgramTarget:
 
 @dataclass(frozen=True)
 class FileTarget:
-    """A saved recording or a TORCH_TRACE log (file or directory): rendered without running."""
+    """A saved recording or a TORCH_TRACE log (file or directory): rendered without running.
+    `run.tcx:func` selects one function's compiles, as `script.py:func` does for a live run."""
 
     path: str
     kind: str  # "recording" | "trace"
+    function: str | None = None
 
     @property
     def label(self) -> str:
-        return self.path
+        return f"{self.path}:{self.function}" if self.function else self.path
 
 
 Target = ProgramTarget | FileTarget
@@ -68,6 +70,10 @@ def resolve_target(text: str) -> Target:
         raise UsageError("TARGET is empty: give a script, script.py:function, module:function or a file.")
     left, sep, right = text.rpartition(":")
     if sep and left and _DOTTED.match(right) and not Path(text).exists():
+        if not left.endswith(".py") and Path(left).exists():  # a recording or log, one function of it
+            file = resolve_target(left)
+            if isinstance(file, FileTarget):
+                return FileTarget(path=file.path, kind=file.kind, function=right)
         if left.endswith(".py"):
             return ProgramTarget(script=_existing_script(left), module=None, function=right)
         if _DOTTED.match(left):
@@ -83,6 +89,7 @@ def resolve_target(text: str) -> Target:
     if path.is_file():
         kind = "recording" if _looks_like_recording(path) else "trace"
         return FileTarget(path=str(path.resolve()), kind=kind)
+    _refuse_special(path, text)
     if _DOTTED.match(text) and "." in text and not text.endswith(FILE_SUFFIXES):
         return ProgramTarget(script=None, module=text, function=None)
     raise UsageError(
@@ -93,5 +100,15 @@ def resolve_target(text: str) -> Target:
 def _existing_script(text: str) -> str:
     path = Path(text)
     if not path.is_file():
+        _refuse_special(path, text)
         raise UsageError(f"no such file: {text!r}.")
     return str(path.resolve())
+
+
+def _refuse_special(path: Path, text: str) -> None:
+    """A FIFO, socket or device exists but is no file to read: reading it could block forever."""
+    if path.exists() and not path.is_file() and not path.is_dir():
+        raise UsageError(
+            f"{text!r} is not a regular file (a FIFO, socket or device): tcx reads programs, "
+            "recordings and logs from regular files."
+        )

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tcx.core.trace_lazy import PayloadRef
 
 CONTEXT_KEYS = frozenset(
     {
@@ -29,14 +32,15 @@ CONTEXT_KEYS = frozenset(
 )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class TraceEvent:
     """One structured-trace event with its compile context resolved."""
 
     name: str  # e.g. "dynamo_start" or "artifact:dynamo_graph_break_reason"
     body: Any  # the value under the event's key
     md: dict[str, Any]
-    packed: str | bytes | None  # the payload; large ones from logs stay zlib-compressed (see pack)
+    # the payload: text, zlib-compressed bytes (see pack), or a PayloadRef read on demand from a log
+    packed: str | bytes | PayloadRef | None
     compile_id: str | None  # "frame/compile", "!ca/frame/compile" under compiled autograd
     attempt: int
     rank: int | None
@@ -59,10 +63,12 @@ def pack(text: str) -> str | bytes:
     return zlib.compress(text.encode("utf-8"), 1) if len(text) > PACK_ABOVE else text
 
 
-def unpack(packed: str | bytes | None) -> str | None:
+def unpack(packed: str | bytes | PayloadRef | None) -> str | None:
     if isinstance(packed, bytes):
         return zlib.decompress(packed).decode("utf-8")
-    return packed
+    if packed is None or isinstance(packed, str):
+        return packed
+    return packed.read()  # a payload left on disk by the lazy reader (core/trace_lazy.py)
 
 
 def event_key(md: dict[str, Any]) -> str | None:
@@ -77,7 +83,12 @@ def compile_id_of(md: dict[str, Any]) -> str | None:
     if frame is None or comp is None:
         return None
     prefix = f"!{md['compiled_autograd_id']}/" if md.get("compiled_autograd_id") is not None else ""
-    return f"{prefix}{frame}/{comp}"
+    text = f"{prefix}{frame}/{comp}"
+    return _IDS.setdefault(text, text)  # one string per compile id, not one per event
+
+
+# Compile ids seen so far: a large log has hundreds of thousands of events and a few thousand ids.
+_IDS: dict[str, str] = {}
 
 
 class Interner:
@@ -97,10 +108,12 @@ class Interner:
 
 
 def normalize(
-    md: dict[str, Any], payload: str | bytes | None, qualify_rank: bool = False
+    md: dict[str, Any], payload: str | bytes | PayloadRef | None, qualify_rank: bool = False
 ) -> TraceEvent | None:
     """One raw trace record as a TraceEvent; `qualify_rank` prefixes compile ids with the rank
     (`rank1:0/0`) so several ranks' compiles can live in one model without colliding."""
+    if not isinstance(md, dict):
+        return None
     key = event_key(md)
     if key is None:
         return None
@@ -123,12 +136,17 @@ def normalize(
 def _qualified(compile_id: str | None, rank: Any) -> str | None:
     if compile_id is None or rank is None:
         return compile_id
-    return f"rank{rank}:{compile_id}"
+    text = f"rank{rank}:{compile_id}"
+    return _IDS.setdefault(text, text)
 
 
 def ranks_of(events: list[dict[str, Any]]) -> list[int]:
     """The distinct ranks named by trace events (empty for a single-process run)."""
     ranks = {
-        e["md"].get("rank") for e in events if e.get("kind") == "trace" and isinstance(e.get("md"), dict)
+        rank
+        for e in events
+        if e.get("kind") == "trace" and isinstance(e.get("md"), dict)
+        for rank in [e["md"].get("rank")]
+        if isinstance(rank, int) and not isinstance(rank, bool)
     }
-    return sorted(r for r in ranks if isinstance(r, int))
+    return sorted(ranks)

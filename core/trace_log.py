@@ -3,7 +3,8 @@
 Each record is a glog-prefixed line whose JSON is the structured-trace metadata, followed
 by the payload as tab-indented lines. The events become `trace` events, exactly like the
 live recorder writes, so every view works the same on logs. Nothing is executed; bad
-lines are reported with file and line and the rest is still read.
+lines, and records with a field of the wrong type (core/event_schema.py), are reported with
+file and line and skipped, and the rest is still read.
 """
 
 from __future__ import annotations
@@ -11,11 +12,15 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import re
+import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
 from tcx.core.errors import InputError
+from tcx.core.event_schema import MAX_REPORTED, decode_json, trace_problem
 from tcx.core.recording import Recording
 from tcx.core.trace_events import pack, unpack
 
@@ -23,16 +28,25 @@ _PREFIX = re.compile(r"^[VIWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+ +\d+ [^\]]*\] ")
 _RANK = re.compile(r"rank_(\d+)")
 
 
-def load_trace(path: str | Path) -> Recording:
+def load_trace(path: str | Path, *, lazy: bool = True) -> Recording:
+    """`lazy` (the default) leaves payloads on disk (core/trace_lazy.py): a 1 GB log costs its
+    metadata in memory, not its graphs and code; `lazy=False` reads every payload now."""
+    from tcx.core.trace_lazy import SHARE_ABOVE, scan_file
+
     path = Path(path)
     files = _log_files(path)
     events: list[dict] = []
     problems: list[str] = []
     torch_version = None
+    big = sum(f.stat().st_size for f in files) > SHARE_ABOVE
+    strings: dict[str, str] | None = {} if big else None  # one copy of each metadata string
     for file in files:
         rank_match = _RANK.search(file.name)
         rank = int(rank_match.group(1)) if rank_match and len(files) > 1 else None
-        file_events, file_problems = _read_file(file, rank)
+        if lazy:
+            file_events, file_problems = scan_file(file, rank, strings)
+        else:
+            file_events, file_problems = _read_file(file, rank)
         events += file_events
         problems += file_problems
     if not events:
@@ -60,7 +74,7 @@ def _torch_version(payload: str) -> str:
     """torch 2.13+ writes {"pytorch_version": ..., "commit": ...}; older builds wrote the bare version."""
     try:
         value = json.loads(payload)
-    except ValueError:
+    except (ValueError, RecursionError):
         return payload.strip()
     if isinstance(value, dict):
         return str(value.get("pytorch_version") or payload.strip())
@@ -76,15 +90,35 @@ def _payload_intact(payload: str, md: dict) -> bool:
     return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest() == md5
 
 
+def _json_error(exc: ValueError) -> str:
+    return f"{exc.msg} at column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+
+
 def _log_files(path: Path) -> list[Path]:
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith("."))
-        if not files:
+        files = sorted(_regular_files(path))
+        if not files and not any(path.iterdir()):
             raise InputError(f"{str(path)!r} is an empty directory: no TORCH_TRACE logs in it.")
+        if not files:
+            raise InputError(f"{str(path)!r} holds no TORCH_TRACE logs (no non-empty regular file in it).")
         return files
     if not path.exists():
         raise InputError(f"no such file: {str(path)!r}.")
     return [path]
+
+
+def _regular_files(folder: Path) -> Iterator[Path]:
+    """Non-empty regular files under `folder`, links not followed: a FIFO, a device or a /proc
+    directory (its files report size 0) can never block or loop the walk."""
+    for root, _dirs, names in os.walk(folder):
+        for name in names:
+            file = Path(root, name)
+            try:
+                st = file.lstat()
+            except OSError:
+                continue
+            if not name.startswith(".") and stat.S_ISREG(st.st_mode) and st.st_size > 0:
+                yield file
 
 
 def _open(file: Path) -> IO[str]:
@@ -95,12 +129,65 @@ def _open(file: Path) -> IO[str]:
     return file.open("r", encoding="utf-8", errors="replace")
 
 
+class _Tally:
+    """What both readers (this eager one, and core/trace_lazy.py) share: a non-payload line turned
+    into a record or a problem, and the per-file counts of bad lines."""
+
+    def __init__(self, file: Path, rank: int | None) -> None:
+        self.file, self.rank = file, rank
+        self.problems: list[str] = []
+        self.bad_run = 0
+        self.malformed = 0
+
+    def junk(self, line: str, lineno: int) -> None:
+        if line.strip():
+            self.bad_run += 1
+            if self.bad_run <= 3:
+                self.problems.append(f"{self.file.name}:{lineno}: not a trace record")
+
+    def record(self, md_text: str, lineno: int) -> dict | None:
+        """The event of a glog-prefixed line (its JSON after the prefix), or None (reported)."""
+        try:
+            md = decode_json(md_text)
+        except ValueError as exc:
+            self.problems.append(f"{self.file.name}:{lineno}: corrupted JSON ({_json_error(exc)})")
+            return None
+        if not isinstance(md, dict):
+            self.problems.append(f"{self.file.name}:{lineno}: trace record is not a JSON object")
+            return None
+        why = trace_problem(md)
+        if why is not None:
+            self.malformed += 1
+            if self.malformed <= MAX_REPORTED:
+                self.problems.append(f"{self.file.name}:{lineno}: malformed trace record skipped ({why})")
+            return None
+        if self.rank is not None and "rank" not in md:
+            md["rank"] = self.rank
+        return {"kind": "trace", "md": md, "source_line": lineno}
+
+    def checksum_failed(self, event: dict) -> None:
+        line = event["source_line"]
+        self.problems.append(f"{self.file.name}:{line}: payload does not match its checksum (corrupted?)")
+
+    def unreadable(self, exc: Exception) -> None:
+        self.problems.append(f"{self.file.name}: cannot read ({exc})")
+
+    def close(self) -> list[str]:
+        if self.bad_run > 3:
+            self.problems.append(f"{self.file.name}: {self.bad_run} lines in all were not trace records")
+        if self.malformed > MAX_REPORTED:
+            self.problems.append(
+                f"{self.file.name}: {self.malformed} malformed trace records in all were skipped"
+            )
+        return self.problems
+
+
 def _read_file(file: Path, rank: int | None) -> tuple[list[dict], list[str]]:
+    """The eager reader: every payload read into memory (large ones zlib-packed)."""
     events: list[dict] = []
-    problems: list[str] = []
+    tally = _Tally(file, rank)
     current: dict | None = None
     payload: list[str] = []
-    bad_run = 0
 
     def finish() -> None:
         if current is not None:
@@ -108,8 +195,7 @@ def _read_file(file: Path, rank: int | None) -> tuple[list[dict], list[str]]:
                 "".join(payload) if current["md"].get("has_payload") is not None or payload else None
             )
             if current["payload"] is not None and not _payload_intact(current["payload"], current["md"]):
-                line = current["source_line"]
-                problems.append(f"{file.name}:{line}: payload does not match its checksum (corrupted?)")
+                tally.checksum_failed(current)
             if current["payload"] is not None:
                 current["payload"] = pack(current["payload"])
             events.append(current)
@@ -123,27 +209,11 @@ def _read_file(file: Path, rank: int | None) -> tuple[list[dict], list[str]]:
                     continue
                 m = _PREFIX.match(line)
                 if not m:
-                    if line.strip():
-                        bad_run += 1
-                        if bad_run <= 3:
-                            problems.append(f"{file.name}:{lineno}: not a trace record")
+                    tally.junk(line, lineno)
                     continue
                 finish()
-                current, payload = None, []
-                try:
-                    md = json.loads(line[m.end() :])
-                except ValueError as exc:
-                    problems.append(f"{file.name}:{lineno}: corrupted JSON ({exc.msg} at column {exc.colno})")
-                    continue
-                if not isinstance(md, dict):
-                    problems.append(f"{file.name}:{lineno}: trace record is not a JSON object")
-                    continue
-                if rank is not None and "rank" not in md:
-                    md["rank"] = rank
-                current = {"kind": "trace", "md": md, "source_line": lineno}
+                current, payload = tally.record(line[m.end() :], lineno), []
             finish()
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        problems.append(f"{file.name}: cannot read ({exc})")
-    if bad_run > 3:
-        problems.append(f"{file.name}: {bad_run} lines in all were not trace records")
-    return events, problems
+        tally.unreadable(exc)
+    return events, tally.close()

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.analysis import RunModel
-from tcx.core.explain import envelope
+from tcx.core.envelope import envelope
+from tcx.core.selection import Selection, whole_run
+from tcx.core.torchtext.guards import tensor_match_text, without_dynamo_site
 
 SCHEMA = "tcx.trace/1"
 NEEDS_LIVE = (
@@ -52,13 +54,16 @@ class TraceCompile:
 @dataclass
 class TraceView:
     model: RunModel
+    selection: Selection
     compiles: list[TraceCompile]
     unavailable: str | None
-    total_compiles: int
-    function_filter: str | None = None
+    total_compiles: int  # traced compiles (attempts included) of the selection, before --compile
 
 
-def build_trace(model: RunModel, function: str | None = None, compile_id: str | None = None) -> TraceView:
+def build_trace(
+    model: RunModel, selection: Selection | None = None, compile_id: str | None = None
+) -> TraceView:
+    selection = selection or whole_run(model)
     events = [
         e
         for e in (model.recording.events if model.recording else [])
@@ -75,23 +80,13 @@ def build_trace(model: RunModel, function: str | None = None, compile_id: str | 
         if c.compile_id in seen and seen[c.compile_id].attempt < c.attempt:
             seen[c.compile_id].restarted = True
         seen[c.compile_id] = c
+    compiles = [c for c in compiles if selection.includes(c.compile_id)]
     total = len(compiles)
     if compile_id:
         compiles = [c for c in compiles if c.compile_id == compile_id]
-    if function:
-        compiles = [c for c in compiles if _belongs(c, function)]
     return TraceView(
-        model=model,
-        compiles=compiles,
-        unavailable=reason,
-        total_compiles=total,
-        function_filter=function,
+        model=model, selection=selection, compiles=compiles, unavailable=reason, total_compiles=total
     )
-
-
-def _belongs(c: TraceCompile, function: str) -> bool:
-    name = c.function or ""
-    return name == function or name.startswith(f"torch_dynamo_resume_in_{function}_at_")
 
 
 def _guard_texts(model: RunModel) -> dict[str | None, dict[str, list[str]]]:
@@ -204,31 +199,13 @@ def _decided(
     }
 
 
-_DYNAMO_SITE = re.compile(r"\s*\((?:torch/)?_dynamo/[^)]*\)\s*$")
-_CHECK_TENSOR = re.compile(
-    r"check_tensor\((?P<src>.+?), (?P<type>\w+), DispatchKeySet\([^)]*\), (?P<dtype>[\w.]+), "
-    r"device=(?P<device>[^,]+), requires_grad=(?P<grad>\w+), size=(?P<size>\[[^\]]*\]), "
-    r"stride=(?P<stride>\[[^\]]*\])"
-)
 FOLDABLE = {"COMPARE_OP", "BINARY_OP", "BINARY_SUBSCR", "CONTAINS_OP", "IS_OP", "UNARY_NOT", "LOAD_ATTR"}
 
 
 def shape_guard_text(g: dict[str, Any]) -> str:
     """`s77 > 64  ← if x.shape[0] > 64:  # seed_f.py:12 in f` (torch's own site, minus Dynamo's frame)."""
-    where = _DYNAMO_SITE.sub("", str(g.get("where") or ""))
+    where = without_dynamo_site(str(g.get("where") or ""))
     return f"{g.get('expr')}  ← {where}" if where else str(g.get("expr"))
-
-
-def tensor_match_text(text: str) -> str | None:
-    """check_tensor(...) as `Tensor float32 size=[128, 32] stride=[32, 1] requires_grad=False device=None`."""
-    m = _CHECK_TENSOR.search(text)
-    if not m:
-        return None
-    dtype = m.group("dtype").removeprefix("torch.")
-    return (
-        f"{m.group('type')} {dtype} size={m.group('size')} stride={m.group('stride')} "
-        f"requires_grad={m.group('grad')} device={m.group('device')}"
-    )
 
 
 def _folded(ins: dict[str, Any], nxt: dict[str, Any] | None) -> str | None:
@@ -243,17 +220,20 @@ def _folded(ins: dict[str, Any], nxt: dict[str, Any] | None) -> str | None:
     return top
 
 
-def to_json(view: TraceView) -> dict[str, Any]:
+def to_json(view: TraceView, limit: int | None = None) -> dict[str, Any]:
+    """`limit`: at most this many instructions per compile (None or 0: all); the rest are counted
+    in `elided_instructions`."""
     return {
-        **envelope(SCHEMA, view.model),
+        **envelope(SCHEMA, view.model, view.selection),
         "available": view.unavailable is None,
         "unavailable_reason": view.unavailable,
         "compile_count": view.total_compiles,
-        "compiles": [_compile_json(c) for c in view.compiles],
+        "compiles": [_compile_json(c, limit) for c in view.compiles],
     }
 
 
-def _compile_json(c: TraceCompile) -> dict[str, Any]:
+def _compile_json(c: TraceCompile, limit: int | None = None) -> dict[str, Any]:
+    shown = c.instructions[:limit] if limit else c.instructions
     keep = (
         "offset",
         "opname",
@@ -282,7 +262,7 @@ def _compile_json(c: TraceCompile) -> dict[str, Any]:
         "graph_break": c.graph_break,
         "compiled_at": c.compiled_at,
         "error": c.error,
-        "elided_instructions": c.elided,
+        "elided_instructions": c.elided + len(c.instructions) - len(shown),
         "graph_nodes": c.graph_nodes,
-        "instructions": [{k: ins[k] for k in keep} for ins in c.instructions],
+        "instructions": [{k: ins[k] for k in keep} for ins in shown],
     }

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
 from tcx.core.bytecode_view import BytecodeView, Frame
+from tcx.renderers.code_block import print_code
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 
 
 def render_bytecode(view: BytecodeView, console: Console) -> None:
-    view_header("bytecode", view.model, console, function=view.function_filter)
+    view_header("bytecode", view.model, console, function=view.selection.function)
     if not view.frames:
         console.print(Text(f"no bytecode: {clean(view.unavailable or 'nothing matched')}", style="warn"))
         return
@@ -48,16 +48,12 @@ def _render_frame(f: Frame, console: Console) -> None:
     console.print(table)
     if f.original_source:
         console.print(Text("  resume function, decompiled:", style="bold"))
-        console.print(
-            Syntax(clean(f.original_source), "python", theme="ansi_dark", background_color="default")
-        )
+        print_code(console, f.original_source, "python", indent=0, title="resume function, decompiled")
     if f.transformed_source:
         how = "depyf" if f.decompiled_with == "depyf" else "annotated dis (depyf could not decompile it)"
         console.print(Text(f"  transformed code as Python ({how}):", style="bold"))
         lexer = "python" if f.decompiled_with == "depyf" else "text"
-        console.print(
-            Syntax(clean(f.transformed_source), lexer, theme="ansi_dark", background_color="default")
-        )
+        print_code(console, f.transformed_source, lexer, indent=0, title="transformed code")
     elif f.transformed:
         console.print(
             Text("  (decompiled source needs a live run: this log has dis text only)", style="muted")

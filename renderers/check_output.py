@@ -15,6 +15,7 @@ from rich.text import Text
 from tcx import __version__
 from tcx.core.check import CheckResult
 from tcx.core.explain import BreakSite
+from tcx.renderers.children import render_child_processes
 from tcx.renderers.header import location
 from tcx.renderers.safe import clean, json_text
 
@@ -40,9 +41,16 @@ def check_json(result: CheckResult) -> dict[str, Any]:
         {"file": result.baseline, "worse": result.worse_than_baseline} if result.baseline else None
     )
     doc["budgets"] = [
-        {"option": v.option, "limit": v.limit, "actual": v.actual, "exceeded": v.exceeded}
+        {
+            "option": v.option,
+            "limit": v.limit,
+            "actual": v.actual,
+            "in_child_processes": v.in_children,
+            "exceeded": v.exceeded,
+        }
         for v in result.verdicts
     ]
+    doc["unreadable"] = result.unreadable
     return doc
 
 
@@ -51,6 +59,8 @@ def render_text(result: CheckResult, console: Console) -> None:
         mark, style = ("FAIL", "bad") if v.exceeded else ("ok", "good")
         t = Text(f"{mark:>4}  ", style=style)
         t.append(f"{v.label}: {v.actual} (budget {v.option} {v.limit})")
+        if v.in_children:
+            t.append(f", {v.in_children} of them in child processes", style="muted")
         console.print(t)
     for site in result.explanation.sites:
         t = Text("      ")
@@ -65,8 +75,18 @@ def render_text(result: CheckResult, console: Console) -> None:
                 console.print(Text(f"      {clean(item)}"))
         else:
             console.print(Text(f"  ok  no worse than the baseline {clean(result.baseline)}", style="good"))
+    render_child_processes(result.explanation.model, console)
     reasons = [f"{v.label} {v.actual} > {v.limit}" for v in result.failed]
     reasons += ["worse than the baseline"] if result.worse_than_baseline else []
+    if result.not_observed:
+        reasons.append(f"{len(result.not_observed)} child process(es) not observed")
+    if result.unreadable:
+        console.print(
+            Text(f"FAIL  {len(result.unreadable)} line(s) of the input could not be read:", style="bad")
+        )
+        for problem in result.unreadable[:5]:
+            console.print(Text(f"      {clean(problem)}"))
+        reasons.append(f"{len(result.unreadable)} unreadable line(s): what they held is unknown")
     verdict = "check failed: " + ", ".join(reasons) if reasons else "check passed"
     console.print(Text(verdict, style="good" if result.passed else "bad"))
 

@@ -8,14 +8,16 @@ from rich.table import Table
 from rich.text import Text
 
 from tcx.core.codegen_view import CodegenView, Kernel, Wrapper, lifetimes
-from tcx.renderers.pipeline_common import code, header, user_line_text
+from tcx.renderers.code_block import Seen, print_code, print_lines, reference
+from tcx.renderers.pipeline_common import header, user_line_text
 from tcx.renderers.safe import clean
 
 PREVIEW = (
     "PREVIEW for {arch}: the Triton kernels and wrapper Inductor generates for that GPU, produced on this "
-    "machine without a GPU (fake CUDA device). Dynamo, the joint graph and the forward/backward partition "
-    "ran on the CPU, so decisions made before Inductor's lowering are the CPU's."
+    "machine without a GPU. The program ran on fake CUDA tensors, so Dynamo, AOTAutograd (decompositions, "
+    "partitioner) and Inductor took the GPU's decisions; the exceptions are listed below."
 )
+STEP_COLUMN = 72  # the wrapper's lines are aligned up to this width; longer ones push their note right
 STEP_STYLE = {
     "alloc": "warn",
     "launch": "good",
@@ -32,19 +34,22 @@ def render_codegen(
     view: CodegenView, console: Console, *, lifetimes: bool = True, only_kernel: str | None = None
 ) -> None:
     extra = f"{view.kernel_count} kernel(s), {len(view.extern_calls)} extern call(s)"
-    header("codegen", view.model, console, extra)
+    header("codegen", view.model, console, extra, function=view.selection.function)
     if view.is_preview:
-        arch = view.target.split(":", 1)[1]
+        arch = view.device.split(":", 1)[1]
         console.print(Text(clean(PREVIEW.format(arch=arch)), style="warn"))
         secs = [o.seconds for o in view.outputs if o.seconds is not None]
         if secs:
             console.print(Text(f"preview codegen: {sum(secs):.2f} s for {len(secs)} graph(s)", style="muted"))
+        if view.preview_notes:
+            render_preview_notes(view.preview_notes, console)
         console.print()
     if view.unavailable:
         console.print(Text(f"not available: {clean(view.unavailable)}", style="bad"))
         return
     for err in view.preview_errors:
         console.print(Text(f"preview failed for {clean(err)}", style="bad"))
+    seen = Seen()  # a kernel repeated across recompiles is printed once
     for wrapper in view.wrappers:
         kernels = [k for k in view.kernels if k.compile_id == wrapper.compile_id and k.graph == wrapper.graph]
         title = Text(
@@ -57,7 +62,7 @@ def render_codegen(
         )
         console.print(title)
         for k in kernels:
-            render_kernel(k, console)
+            render_kernel(k, console, seen)
         if only_kernel:
             continue
         render_wrapper(wrapper, console)
@@ -66,7 +71,28 @@ def render_codegen(
         console.print()
 
 
-def render_kernel(k: Kernel, console: Console) -> None:
+def render_preview_notes(notes: dict, console: Console) -> None:
+    """What the preview assumed, the decisions it took without a GPU, and what it cannot know."""
+    for line in [*notes.get("assumptions", []), *notes.get("notes", [])]:
+        console.print(Text(f"  assumed: {clean(line)}", style="muted"))
+    if notes.get("stopped"):
+        console.print(Text(f"  {clean(notes['stopped'])}", style="bad"))
+    decisions = notes.get("decisions") or []
+    if decisions:
+        console.print(
+            Text(f"  decisions that need a GPU ({len(decisions)}), taken by assumption:", style="warn")
+        )
+    for d in decisions:
+        where = clean(" ".join(x for x in (d.get("compile_id"), d.get("graph")) if x))
+        line = Text(f"    {where}  {clean(d.get('decision'))}: {clean(d.get('what'))}", style="count")
+        line.append(f" -> assumed {clean(d.get('assumed'))} ({clean(d.get('why'))})", style="muted")
+        console.print(line)
+    console.print(Text("  a preview cannot know:", style="muted"))
+    for line in notes.get("cannot_know", []):
+        console.print(Text(f"    - {clean(line)}", style="muted"))
+
+
+def render_kernel(k: Kernel, console: Console, seen: Seen | None = None) -> None:
     head = Text("  kernel ", style="muted")
     head.append(clean(k.name), style="count")
     head.append(f"  {k.kind} · {clean(k.category)}", style="muted")
@@ -86,18 +112,24 @@ def render_kernel(k: Kernel, console: Console) -> None:
         grid.add_row("your line", Text(clean(user_line_text(line)), style="loc"))
     console.print(Padding(grid, (0, 0, 0, 4)))
     lexer = "cpp" if k.kind == "cpp" else "python"
-    console.print(Padding(code(k.source, lexer), (0, 0, 0, 4)))
+    label = f"kernel {k.name} of compile {k.compile_id} · {k.graph}"
+    shown = seen.first(k.source, label) if seen is not None else None
+    if shown:
+        reference(console, shown)
+    else:
+        print_code(console, k.source, lexer, title=label)
     if k.ptx:
         console.print(Text(f"    PTX ({len(k.ptx.splitlines())} lines)", style="muted"))
-        console.print(Padding(code(k.ptx, "text"), (0, 0, 0, 4)))
+        shown = seen.first(k.ptx, f"the PTX of {label}") if seen is not None else None
+        if shown:
+            reference(console, shown)
+        else:
+            print_code(console, k.ptx, "text", title=f"PTX of {label}")
 
 
 def render_wrapper(w: Wrapper, console: Console) -> None:
     console.print(Text("  wrapper call(), annotated", style="title"))
-    table = Table(box=None, padding=(0, 1), show_header=False)
-    table.add_column(no_wrap=False)
-    table.add_column(style="muted")
-    table.add_row(Text(clean(", ".join(w.inputs)) + " = args", style="muted"), Text("inputs"))
+    rows = [(Text(clean(", ".join(w.inputs)) + " = args", style="muted"), "inputs")]
     for s in w.steps:
         note = s.note
         if s.kind in ("launch", "extern", "fallback"):
@@ -106,11 +138,16 @@ def render_wrapper(w: Wrapper, console: Console) -> None:
             note += f" · {', '.join(s.aten)}" if s.aten else ""
         elif s.kind == "return":
             note = "returns " + ", ".join(s.buffers)
-        table.add_row(
-            Text(clean(s.text), style=STEP_STYLE.get(s.kind, "")),
-            Text(clean(f"{s.kind}: {note}" if note else s.kind)),
-        )
-    console.print(Padding(table, (0, 0, 0, 4)))
+        step = Text(clean(s.text), style=STEP_STYLE.get(s.kind, ""))
+        rows.append((step, f"{s.kind}: {note}" if note else s.kind))
+    width = min(max(len(left.plain) for left, _ in rows), STEP_COLUMN)
+    lines = []
+    for left, note in rows:
+        line = left.copy()
+        line.append(" " * max(width - len(left.plain), 0) + "  ")
+        line.append(clean(note), style="muted")
+        lines.append(line)
+    print_lines(console, lines, indent=4, title=f"the call() steps of compile {w.compile_id} · {w.graph}")
     allocs = w.allocations
     total = sum(b.bytes or 0 for b in allocs)
     reuse = sum(1 for b in w.buffers if b.origin == "reuse")
@@ -132,12 +169,11 @@ def render_lifetimes(w: Wrapper, console: Console, cell: int = 4) -> None:
         return
     console.print(Text("  buffer lifetimes (time → launches in call order)", style="title"))
     width = max(len(r.label) for r in rows) + 2
-    lines = []
-    for i, s in enumerate(w.launches):
-        lines.append(f"{i:>3}  {s.name}")
-    console.print(Padding(Text(clean("\n".join(lines)), style="muted"), (0, 0, 0, 4)))
+    lines = [f"{i:>3}  {s.name}" for i, s in enumerate(w.launches)]
+    title = f"launches of compile {w.compile_id} · {w.graph}"
+    print_lines(console, [Text(clean(line), style="muted") for line in lines], indent=4, title=title)
     scale = " " * width + "".join(f"{i:<{cell}}" for i in range(len(w.launches)))
-    console.print(Padding(Text(scale, style="muted"), (0, 0, 0, 4)))
+    rows_out = [Text(scale, style="muted")]
     for r in rows:
         bar = ""
         for i in range(len(w.launches)):
@@ -149,4 +185,5 @@ def render_lifetimes(w: Wrapper, console: Console, cell: int = 4) -> None:
         text = Text(f"{clean(r.label):<{width}}", style="count" if r.storage == r.name else "")
         text.append(bar.rstrip(), style="good" if r.end == "returned" else "")
         text.append(f"  {r.end}", style="muted")
-        console.print(Padding(text, (0, 0, 0, 4)))
+        rows_out.append(text)
+    print_lines(console, rows_out, indent=4, title=f"buffer lifetimes of compile {w.compile_id} · {w.graph}")

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tcx.core.cache_view import CACHE_NAMES
 from tcx.core.diff import Diff
 from tcx.renderers.header import location
 from tcx.renderers.safe import clean, json_text
@@ -51,6 +52,9 @@ def terminal(d: Diff, console: Console) -> None:
         table.add_row(LABELS[key], str(a), str(b), Text(f"{delta:+d}", style=style))
     for phase, (a, b) in d.compile_time.items():
         table.add_row(f"compile time: {phase} (s)", _num(a), _num(b), Text(_delta(a, b), style="muted"))
+    for (cache, state), (a, b) in d.caches.items():
+        label = f"{CACHE_NAMES.get(cache, cache)} cache {state}"
+        table.add_row(label, str(a), str(b), Text(f"{b - a:+d}", style="muted"))
     console.print(table)
     for title, items, style in (
         ("graph breaks added", d.breaks_added, "bad"),
@@ -85,6 +89,8 @@ def markdown(d: Diff) -> str:
         lines.append(f"| {LABELS[key]} | {a} | {b} | {b - a:+d} |")
     for phase, (a, b) in d.compile_time.items():
         lines.append(f"| compile time: {phase} (s) | {_num(a)} | {_num(b)} | {_delta(a, b)} |")
+    for (cache, state), (a, b) in d.caches.items():
+        lines.append(f"| {CACHE_NAMES.get(cache, cache)} cache {state} | {a} | {b} | {b - a:+d} |")
     lines.append("")
     for title, items in (("Graph breaks added", d.breaks_added), ("Graph breaks removed", d.breaks_removed)):
         if items:

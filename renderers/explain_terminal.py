@@ -9,19 +9,26 @@ from rich.text import Text
 
 from tcx.core.analysis import Frame
 from tcx.core.explain import BreakSite, Explanation, FailedFrame, program_status
+from tcx.core.observed import child_processes
+from tcx.renderers.children import render_child_processes
+from tcx.renderers.code_block import print_lines
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 from tcx.renderers.source import excerpt
 
 
-def render_explain(ex: Explanation, console: Console, *, max_stack: int = 6) -> None:
-    render_header(ex, console)
+def render_explain(ex: Explanation, console: Console, *, max_stack: int = 6, view: str = "explain") -> None:
+    render_header(ex, console, view)
     render_program_status(ex, console)
+    render_child_processes(ex.model, console, " (not in the counts above; `tcx check` counts them)")
     render_ranks(ex, console)
     if ex.failed_frames:
         render_failed_frames(ex.failed_frames, console)
     if not ex.sites:
-        console.print(Text("No graph breaks: every compiled frame became whole graphs.", style="good"))
+        if child_processes(ex.model):  # "no graph breaks" must not read as the whole program's
+            console.print(Text("No graph breaks in the program's own process.", style="good"))
+        else:
+            console.print(Text("No graph breaks: every compiled frame became whole graphs.", style="good"))
         return
     n = len(ex.sites)
     console.print(
@@ -37,12 +44,9 @@ def render_explain(ex: Explanation, console: Console, *, max_stack: int = 6) -> 
         render_site(rank, site, ex, console, max_stack=max_stack)
 
 
-def render_header(ex: Explanation, console: Console) -> None:
+def render_header(ex: Explanation, console: Console, view: str = "explain") -> None:
     m = ex.model
-    view_header("explain", m, console, function=ex.function_filter)
-    from tcx.core.explain import to_json  # counts are defined once, in the JSON contract
-
-    counts = to_json(ex)
+    view_header(view, m, console, function=ex.selection.function)
     line = Text()
     for label, key in (
         ("graphs", "graph_count"),
@@ -52,7 +56,7 @@ def render_header(ex: Explanation, console: Console) -> None:
         ("distinct", "unique_graph_break_count"),
         ("failed frames", "failed_frame_count"),
     ):
-        value = counts[key]
+        value = getattr(ex, key)
         style = "bad" if value and key in ("graph_break_count", "failed_frame_count") else "count"
         line.append(f"{label} ", style="muted")
         line.append(str(value), style=style)
@@ -89,6 +93,8 @@ def render_program_status(ex: Explanation, console: Console) -> None:
     text = Text("The program did not finish normally: ", style="bad")
     if status == "timeout":
         text.append(f"tcx stopped it after --timeout {st['timeout_s']} s.")
+    elif status == "interrupted":
+        text.append(f"interrupted: tcx received {clean(st['interrupted_by'] or 'a signal')} and stopped it.")
     elif status == "exception":
         text.append(f"it raised {clean(st['exc_type'])}: {clean(st['message'])}")
     elif status == "exit":
@@ -192,7 +198,7 @@ def _regions_text(site: BreakSite) -> str:
             graph = f"compile {cid} in {r.get('frame')} produced no graph before this break"
         resumed = r.get("resumed_in")
         if resumed == "eager":
-            tail = "the whole frame runs in eager Python"
+            tail = f"the {'rest of the' if r.get('graphs') else 'whole'} frame runs in eager Python"
         elif resumed:
             tail = f"execution resumes in compile {resumed} ({r.get('resume_function')})"
         elif r.get("resume_function"):
@@ -214,34 +220,31 @@ def _stack_text(stack: list[Frame], max_stack: int) -> str:
     return (f"… {hidden} outer frame(s) → " if hidden else "") + text
 
 
+def rank_ranges(ranks: list[int]) -> str:
+    """[0, 1, 2, 3, 5, 7, 8] -> "0-3, 5, 7-8": 64 ranks read at a glance."""
+    spans: list[list[int]] = []
+    for r in sorted(ranks):
+        if spans and r == spans[-1][1] + 1:
+            spans[-1][1] = r
+        else:
+            spans.append([r, r])
+    return ", ".join(f"{a}-{b}" if b > a else str(a) for a, b in spans)
+
+
 def render_ranks(ex: Explanation, console: Console) -> None:
     """Per-rank table and the first divergence, for input from several ranks."""
-    from tcx.core.explain import multi_rank_json
-
-    doc = multi_rank_json(ex.model)
-    if not doc:
+    if ex.ranks is None:
         return
-    table = Table(title=None, box=None, padding=(0, 2), header_style="muted")
-    for col in ("rank", "compiles", "graphs", "graph breaks", "recompiles", "kernels", "failed", "compile s"):
-        table.add_column(col, justify="right")
-    for r in doc["ranks"]:
-        table.add_row(
-            *(
-                str(r[k])
-                for k in (
-                    "rank",
-                    "compiles",
-                    "graphs",
-                    "graph_breaks",
-                    "recompiles",
-                    "kernels",
-                    "failed_frames",
-                    "compile_time_s",
-                )
-            )
-        )
-    console.print(table)
-    div = doc["divergence"]
+    summaries, divergence = ex.ranks
+    heads = ("rank", "compiles", "graphs", "graph breaks", "recompiles", "kernels", "failed", "compile s")
+    keys = ("rank", "compiles", "graphs", "graph_breaks", "recompiles", "kernels", "failed_frames")
+    keys += ("compile_time_s",)
+    cells = [[str(getattr(r, k)) for k in keys] for r in summaries]
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
+    rows = [Text("  " + "  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True)), style="muted")]
+    rows += [Text("  " + "  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True))) for row in cells]
+    print_lines(console, rows, title="per-rank summary")  # one row per rank, never cut
+    div = divergence.to_json() if divergence else None
     if div is None:
         console.print(Text("All ranks compiled the same frames with the same facts.", style="good"))
     else:
@@ -260,7 +263,7 @@ def render_ranks(ex: Explanation, console: Console) -> None:
                     + (f"; recompile: {facts['recompile_reason']}" if facts.get("recompile_reason") else "")
                 )
             )
-            line = Text(f"   ranks {group['ranks']}: ", style="muted")
+            line = Text(f"   ranks {rank_ranges(group['ranks'])}: ", style="muted")
             line.append(clean(desc))
             console.print(line)
     console.print()

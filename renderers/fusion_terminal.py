@@ -13,12 +13,13 @@ from tcx.renderers.safe import clean
 
 
 def render_fusion(view: FusionView, console: Console) -> None:
-    header("fusion", view.model, console)
-    if view.target.startswith("cuda:"):
+    header("fusion", view.model, console, function=view.selection.function)
+    if view.device.startswith("cuda:"):
         console.print(
             Text(
-                f"PREVIEW for {view.target.split(':', 1)[1]}: Inductor's decisions for a fake CUDA "
-                "device on this machine; partitioning ran on the CPU.",
+                f"PREVIEW for {view.device.split(':', 1)[1]}: Inductor's decisions for a fake CUDA "
+                "device on this machine (the whole pipeline traced CUDA tensors; see `tcx codegen "
+                "--target` for what the preview assumed).",
                 style="warn",
             )
         )

@@ -6,11 +6,12 @@ from collections.abc import Sequence
 
 from rich.console import Console
 from rich.padding import Padding
-from rich.table import Table
 from rich.text import Text
 
-from tcx.core.graphs_view import GraphsView, human_bytes, op_base
-from tcx.renderers.pipeline_common import code, header, user_line_text
+from tcx.core.graphs_view import GraphsView, Saved, human_bytes
+from tcx.core.torchtext.fx_graph import op_base
+from tcx.renderers.code_block import Seen, print_code, print_lines, reference
+from tcx.renderers.pipeline_common import header, user_line_text
 from tcx.renderers.safe import clean
 
 DEFAULT_SHOW = ("dynamo", "forward", "backward", "inference")
@@ -27,7 +28,7 @@ TITLES = {
 
 
 def render_graphs(view: GraphsView, console: Console, show: Sequence[str] = ()) -> None:
-    header("graphs", view.model, console)
+    header("graphs", view.model, console, function=view.selection.function)
     wanted = set(show or DEFAULT_SHOW)
     if "all" in wanted:
         wanted = set(TITLES) | {"post_grad"}
@@ -41,6 +42,7 @@ def render_graphs(view: GraphsView, console: Console, show: Sequence[str] = ()) 
             )
         )
         return
+    seen = Seen()  # identical graphs (recompiles of the same code) are printed once
     for comp in view.compiles:
         title = Text(f"compile {clean(comp.compile_id)}", style="title")
         mc = view.model.compiles.get(comp.compile_id)
@@ -49,23 +51,8 @@ def render_graphs(view: GraphsView, console: Console, show: Sequence[str] = ()) 
         console.print(title)
         console.print(Padding(Text(clean(comp.verdict()), style="good"), (0, 0, 0, 2)))
         if comp.saved:
-            table = Table(box=None, padding=(0, 1), show_edge=False, header_style="muted")
-            for col in ("saved for backward", "shape", "dtype", "bytes", "extra", "produced by", "your line"):
-                table.add_column(col, justify="right" if col in ("bytes", "extra") else "left")
-            for s in comp.saved:
-                extra = (
-                    "0 (view of input " + s.aliases_input + ")" if s.aliases_input else human_bytes(s.bytes)
-                )
-                table.add_row(
-                    Text(clean(s.name), style="count"),
-                    Text(clean("[" + ", ".join(s.shape) + "]" if s.shape is not None else "-")),
-                    Text(clean(s.dtype or "?")),
-                    Text(human_bytes(s.bytes)),
-                    Text(clean(extra), style="muted" if s.aliases_input else ""),
-                    Text(clean(op_base(s.produced_by) or ("input" if s.aliases_input else "?"))),
-                    Text(clean(user_line_text(s.user_line)), style="loc"),
-                )
-            console.print(Padding(table, (0, 0, 0, 2)))
+            title = f"what compile {comp.compile_id} saves for backward"
+            print_lines(console, _saved_rows(comp.saved), indent=2, title=title)
         if comp.recomputed:
             t = Text("  recomputed in backward: ", style="warn")
             t.append(clean(", ".join(f"{r['name']} ({op_base(r['op'])})" for r in comp.recomputed)))
@@ -78,5 +65,46 @@ def render_graphs(view: GraphsView, console: Console, show: Sequence[str] = ()) 
             if kind not in wanted and base not in wanted:
                 continue
             console.print(Text(f"  {TITLES.get(kind, kind)}", style="title"))
-            console.print(Padding(code(text.rstrip(), "python"), (0, 0, 0, 4)))
+            label = f"the {kind} graph of compile {comp.compile_id}"
+            shown = seen.first(text.rstrip(), label)
+            if shown:
+                reference(console, shown)
+            else:
+                print_code(console, text.rstrip(), "python", title=label)
         console.print()
+
+
+SAVED_COLUMNS = ("saved for backward", "shape", "dtype", "bytes", "extra", "produced by", "your line")
+
+
+def _saved_rows(saved: Sequence[Saved]) -> list[Text]:
+    """The saved-for-backward table as aligned rows (a compile may save thousands of values)."""
+    cells = []
+    for s in saved:
+        extra = "0 (view of input " + s.aliases_input + ")" if s.aliases_input else human_bytes(s.bytes)
+        cells.append(
+            (
+                clean(s.name),
+                clean("[" + ", ".join(s.shape) + "]" if s.shape is not None else "-"),
+                clean(s.dtype or "?"),
+                human_bytes(s.bytes),
+                clean(extra),
+                clean(op_base(s.produced_by) or ("input" if s.aliases_input else "?")),
+                clean(user_line_text(s.user_line)),
+            )
+        )
+    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(SAVED_COLUMNS)]
+    right = {3, 4}
+
+    def cell(text: str, i: int) -> str:
+        return text.rjust(widths[i]) if i in right else text.ljust(widths[i])
+
+    rows = [Text(" ".join(cell(h, i) for i, h in enumerate(SAVED_COLUMNS)).rstrip(), style="muted")]
+    for s, c in zip(saved, cells, strict=True):
+        row = Text(cell(c[0], 0), style="count")
+        row.append(" " + " ".join(cell(c[i], i) for i in (1, 2, 3)))
+        row.append(" " + cell(c[4], 4), style="muted" if s.aliases_input else "")
+        row.append(" " + cell(c[5], 5))
+        row.append(" " + c[6], style="loc")
+        rows.append(row)
+    return rows

@@ -6,13 +6,14 @@ from rich.console import Console
 from rich.text import Text
 
 from tcx.core.guards import Entry, Guard, GuardsView
-from tcx.core.trace_view import tensor_match_text
+from tcx.core.torchtext.guards import tensor_match_text
+from tcx.renderers.code_block import print_lines
 from tcx.renderers.header import location, short_path, view_header
 from tcx.renderers.safe import clean
 
 
 def render_guards(view: GuardsView, console: Console, *, full: bool = False) -> None:
-    view_header("guards", view.model, console, function=view.function_filter)
+    view_header("guards", view.model, console, function=view.selection.function)
     if view.unavailable and not view.entries:
         console.print(Text(f"no guards: {clean(view.unavailable)}", style="warn"))
         return
@@ -37,20 +38,23 @@ def _render_entry(e: Entry, console: Console, full: bool) -> None:
             " · still in the cache at exit" if e.alive else " · no longer in the cache at exit", style="muted"
         )
     console.print(facts)
+    rows: list[Text] = []  # printed at once: an entry can have thousands of guards
     for group in e.groups:
         title = Text(f"  {group.category}", style="bold")
         if group.subject:
             title.append(f" {clean(group.subject)}", style="loc")
         if group.summary:
             title.append(f"  {clean(group.summary)}")
-        console.print(title)
+        rows.append(title)
         for g in group.guards:
-            console.print(_guard_row(g, full))
+            rows.extend(_guard_row(g, full))
     for rel in e.shape_relations if e.origin == "live" else []:
-        console.print(Text(f"    relation {clean(rel)}", style="warn"))
+        rows.append(Text(f"    relation {clean(rel)}", style="warn"))
+    print_lines(console, rows, title=f"the guards of entry {e.compile_id}")
 
 
-def _guard_row(g: Guard, full: bool) -> Text:
+def _guard_row(g: Guard, full: bool) -> list[Text]:
+    """The guard's line, and the user's line that caused it when known."""
     row = Text(f"    {clean(g.kind):<24} ", style="bold")
     if g.source:
         row.append(f"{clean(g.source)} ", style="loc")
@@ -64,9 +68,10 @@ def _guard_row(g: Guard, full: bool) -> Text:
         body = body[:99] + "…"
     if body:
         row.append(body, style="muted")
-    if g.line is not None:
-        row.append("\n" + " " * 29 + "← ", style="muted")
-        row.append(location(g.file, g.line), style="loc")
-        if g.code:
-            row.append(f"  {clean(g.code)}")
-    return row
+    if g.line is None:
+        return [row]
+    cause = Text(" " * 29 + "← ", style="muted")
+    cause.append(location(g.file, g.line), style="loc")
+    if g.code:
+        cause.append(f"  {clean(g.code)}")
+    return [row, cause]

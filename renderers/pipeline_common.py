@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.syntax import Syntax
 from rich.text import Text
 
 from tcx.core.analysis import RunModel
@@ -12,8 +11,10 @@ from tcx.renderers.header import short_path, view_header
 from tcx.renderers.safe import clean
 
 
-def header(view_name: str, m: RunModel, console: Console, extra: str = "") -> None:
-    view_header(view_name, m, console, extra=extra)
+def header(
+    view_name: str, m: RunModel, console: Console, extra: str = "", *, function: str | None = None
+) -> None:
+    view_header(view_name, m, console, function=function, extra=extra)
     st = program_status(m)
     if st["status"] not in ("ok", "not recorded"):
         msg = st.get("message") or st.get("signal") or st["status"]
@@ -31,9 +32,3 @@ def user_line_text(entry: dict | None) -> str:
     if not entry:
         return ""
     return f"{short_path(entry.get('file'))}:{entry.get('line')}  {entry.get('code', '')}".rstrip()
-
-
-def code(text: str, lexer: str, color: bool = True) -> Syntax:
-    return Syntax(
-        clean(text), lexer, theme="ansi_dark", line_numbers=False, word_wrap=False, background_color="default"
-    )

@@ -29,7 +29,7 @@ def render_raw(model: RunModel, name: str | None, limit: int, fmt: str, console:
             sys.stdout.write(json_text({"schema": "tcx.events/1", "events": rows}) + "\n")
             return
         table = Table(box=None, padding=(0, 2), header_style="muted")
-        table.add_column("event")
+        table.add_column("event", overflow="fold")  # long names wrap: clipped ones would look alike
         table.add_column("count", justify="right")
         table.add_column("")
         for row in rows:

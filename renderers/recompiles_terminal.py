@@ -36,16 +36,13 @@ class _Shim:
 
 
 def _header(rep: RecompileReport, console: Console) -> None:
-    view_header("recompiles", rep.model, console, function=rep.function_filter)
+    view_header("recompiles", rep.model, console, function=rep.selection.function)
     counts = Text()
-    outcomes = {"compile": 0, "hit": 0, "recompile": 0, "eager": 0}
-    for c in rep.calls:
-        outcomes[c.outcome] = outcomes.get(c.outcome, 0) + 1
-    outcomes["hit"] += rep.dropped
+    outcomes = rep.outcomes
     counts.append("recompiles ", style="muted")
     counts.append(str(rep.recompile_count), style="bad" if rep.recompile_count else "count")
     if rep.live:
-        counts.append(f"  calls {len(rep.calls) + rep.dropped}", style="muted")
+        counts.append(f"  calls {rep.call_count}", style="muted")
         for k in ("compile", "hit", "recompile", "eager"):
             counts.append(f"  {k} ", style="muted")
             counts.append(
@@ -158,10 +155,12 @@ def _timeline(rep: RecompileReport, console: Console) -> None:
         if repeats > 1:
             outcome.append(f" ×{repeats}", style="muted")
         detail = Text()
-        detail.append(clean(call.function), style="title")
+        detail.append(clean(call.wraps or call.function), style="title")
         args = _args_text(call)
         if args:
             detail.append(f"({clean(args)})", style="muted")
+        if call.wraps:
+            detail.append(f" (Dynamo's frame {clean(call.function)})", style="muted")
         if call.outcome == "hit":
             detail.append(f"  served by entry {call.entry}", style="good")
         elif call.outcome == "compile":

@@ -7,12 +7,13 @@ the same facts and need nothing but a browser or a Markdown viewer to read.
 
 from __future__ import annotations
 
+import functools
 import html
 import io
 import re
+import secrets
 import sys
 from collections.abc import Callable
-from typing import Any
 
 from rich.console import Console
 from rich.rule import Rule
@@ -20,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tcx.core.report import Report, to_json
+from tcx.renderers.code_block import FoldingConsole
 from tcx.renderers.console import THEME
 from tcx.renderers.explain_terminal import render_explain
 from tcx.renderers.header import location
@@ -29,30 +31,21 @@ TRACE_LIMIT = 300
 
 
 def _sections(report: Report) -> list[tuple[str, str, Callable[[Console], None]]]:
-    """(anchor, title, render) for the overview and every view, in reading order."""
-    from tcx.renderers.bytecode_terminal import render_bytecode
-    from tcx.renderers.codegen_terminal import render_codegen
-    from tcx.renderers.fusion_terminal import render_fusion
-    from tcx.renderers.graphs_terminal import render_graphs
-    from tcx.renderers.guards_terminal import render_guards
-    from tcx.renderers.recompiles_terminal import render_recompiles
-    from tcx.renderers.trace_terminal import render_trace
+    """(anchor, title, render) for the overview and every view with a report section, in reading
+    order (the registry's, core/views.py)."""
+    from tcx.core.views import report_views
 
-    v = report.views
-    renderers: list[tuple[str, str, Any, Callable[[Any, Console], None]]] = [
-        ("recompiles", "Recompiles", v.get("recompiles"), render_recompiles),
-        ("guards", "Guards", v.get("guards"), render_guards),
-        ("trace", "Dynamo's trace", v.get("trace"), lambda x, c: render_trace(x, c, limit=TRACE_LIMIT)),
-        ("bytecode", "Bytecode", v.get("bytecode"), render_bytecode),
-        ("graphs", "Graphs", v.get("graphs"), render_graphs),
-        ("fusion", "Fusion", v.get("fusion"), render_fusion),
-        ("codegen", "Generated code", v.get("codegen"), render_codegen),
-    ]
+    options = {"trace": {"limit": TRACE_LIMIT}}
     out: list[tuple[str, str, Callable[[Console], None]]] = [
         ("overview", "Overview", lambda c: render_overview(report, c)),
-        ("explain", "Graph breaks", lambda c: render_explain(report.explanation, c)),
     ]
-    for anchor, title, view, render in renderers:
+    for spec in report_views():
+        anchor, title = spec.name, str(spec.report_title)
+        if anchor == "explain":
+            out.append((anchor, title, lambda c: render_explain(report.explanation, c)))
+            continue
+        view = report.views.get(anchor)
+        render = functools.partial(spec.renderer(), **options.get(anchor, {}))
         if view is None:
             why = report.docs[anchor].get("unavailable", "not available")
             out.append((anchor, title, lambda c, why=why: c.print(Text(clean(why), style="warn"))))
@@ -79,6 +72,8 @@ def render_overview(report: Report, console: Console) -> None:
     m = report.model
     head = Text("tcx report ", style="title")
     head.append(clean(m.target), style="loc")
+    if report.selection.function:
+        head.append(f"  (frames of {clean(report.selection.function)} and what it calls)", style="muted")
     head.append(f"  torch {clean(m.torch_version or '?')}", style="muted")
     console.print(head)
     table = Table(box=None, padding=(0, 1), header_style="muted")
@@ -144,8 +139,10 @@ def _kib(n: int | None) -> str:
     return "-" if n is None else f"{n / 1024:.1f} KiB"
 
 
-def _capture(render: Callable[[Console], None], *, color: bool) -> Console:
-    console = Console(
+def _capture(render: Callable[[Console], None], *, color: bool, nonce: str | None = None) -> Console:
+    """The section rendered into a recording console; with a `nonce` its code blocks are kept
+    aside behind placeholder lines (renderers/code_block.FoldingConsole) for the HTML report."""
+    options: dict = dict(
         file=io.StringIO(),
         record=True,
         width=120,
@@ -156,8 +153,29 @@ def _capture(render: Callable[[Console], None], *, color: bool) -> Console:
         highlight=False,
         emoji=False,
     )
+    console = FoldingConsole(nonce=nonce, **options) if nonce else Console(**options)
     render(console)
     return console
+
+
+def _unfold(body: str, console: FoldingConsole, stored: dict[str, str]) -> str:
+    """Each placeholder line of the exported section replaced by its code, folded; a text already
+    stored in the page (by digest) becomes a link to it instead of a second copy."""
+    pattern = re.compile(rf"^ *{re.escape(console.placeholder_prefix)}(\d+)\n?", re.M)
+
+    def fold(m: re.Match[str]) -> str:
+        f = console.folds[int(m.group(1))]
+        title = html.escape(f.title)
+        anchor = stored.get(f.digest)
+        if anchor is not None:
+            return f'</pre><p class="same">{title}: <a href="#{anchor}">the same text as above</a></p><pre>'
+        anchor = stored[f.digest] = f"code-{len(stored)}"
+        return (
+            f'</pre><details id="{anchor}"><summary>{title}</summary>'
+            f'<pre class="code">{html.escape(f.text)}</pre></details><pre>'
+        )
+
+    return pattern.sub(fold, body)
 
 
 PAGE = """<!doctype html>
@@ -171,6 +189,9 @@ nav a {{ display: block; color: #8ab4f8; text-decoration: none; padding: .15rem 
 main {{ padding: 1rem 2rem; overflow-x: auto; }}
 h1 {{ font-size: 1.3rem; }} h2 {{ font-size: 1.1rem; border-bottom: 1px solid #444; }}
 pre {{ font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; line-height: 1.35; }}
+details {{ margin: .2rem 0 .2rem 2rem; }} summary {{ cursor: pointer; color: #8ab4f8; font-size: 12px; }}
+pre.code {{ margin: .3rem 0; padding: .4rem; background: #1b1b1b; }}
+p.same {{ margin: .2rem 0 .2rem 2rem; font-size: 12px; }}
 </style></head>
 <body><nav>{toc}</nav><main><h1>{title}</h1>
 {sections}
@@ -180,12 +201,16 @@ pre {{ font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; l
 
 
 def report_html(report: Report) -> str:
-    """One self-contained page: no scripts, no network; rich escapes every piece of text."""
+    """One self-contained page: no scripts, no network; rich escapes every piece of text. Code and
+    graphs are folded (`<details>`), and a text printed again is stored once and linked to."""
     from tcx import __version__
 
     parts, toc = [], []
+    nonce = secrets.token_hex(6)  # placeholders no text from the run can spell
+    stored: dict[str, str] = {}  # digest of a code block -> the anchor of its one copy
     for anchor, title, render in _sections(report):
-        body = _capture(render, color=True).export_html(inline_styles=True, code_format="{code}")
+        console = _capture(render, color=True, nonce=nonce)
+        body = _unfold(console.export_html(inline_styles=True, code_format="{code}"), console, stored)
         toc.append(f'<a href="#{anchor}">{html.escape(title)}</a>')
         parts.append(f'<section id="{anchor}"><h2>{html.escape(title)}</h2><pre>{body}</pre></section>')
     title = html.escape(f"tcx report: {clean(report.model.target)}")
@@ -195,7 +220,7 @@ def report_html(report: Report) -> str:
 def report_markdown(report: Report) -> str:
     """Summary tables first (what a PR reviewer reads), then every view as plain text, folded."""
     m = report.model
-    lines = [f"## tcx report: `{_md(m.target)}`", "", f"torch {_md(m.torch_version or '?')}", ""]
+    lines = [f"## tcx report: {_md(m.target)}", "", f"torch {_md(m.torch_version or '?')}", ""]
     lines += [
         "| compile | frame | Dynamo instr/nodes/breaks | AOT fw/bw ops | saved | kernels/extern | guards |",
         "|---|---|---|---|---|---|---|",
@@ -215,7 +240,7 @@ def report_markdown(report: Report) -> str:
     lines.append("### Top problems")
     lines += [
         f"{n}. **{_md(p.title)}**"
-        + (f" at `{_md(p.where)}`" if p.where else "")
+        + (f" at {_md(p.where)}" if p.where else "")
         + (f": {_md(p.detail)}" if p.detail else "")
         for n, p in enumerate(report.problems[:10], start=1)
     ] or ["None: no graph breaks, recompiles or failed frames."]
@@ -236,8 +261,15 @@ def report_markdown(report: Report) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Markdown punctuation that could start emphasis, a link, a code span or a table cell.
+_MD_ACTIVE = re.compile(r"[\\`*_\[\]|~]")
+
+
 def _md(text: object) -> str:
-    return clean(text).replace("|", "\\|").replace("`", "'").replace("\n", " ")
+    """Text from the run as one line of Markdown text: GitHub and GitLab render inline HTML, so
+    it is HTML-escaped as in the HTML report, and Markdown's own punctuation is backslash-escaped."""
+    escaped = html.escape(clean(text), quote=False).replace("\n", " ")
+    return _MD_ACTIVE.sub(lambda m: "\\" + m.group(), escaped)
 
 
 def _longest_backticks(text: str) -> int:

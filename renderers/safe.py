@@ -11,16 +11,21 @@ import json
 import re
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_C1 = re.compile(r"[\x7f-\x9f]")  # only ever inside JSON strings, where \uXXXX is the same character
+# Only ever inside JSON strings, where \uXXXX is the same character. A lone surrogate (from a
+# `\udcff` escape in a log's JSON) cannot be written as UTF-8 at all.
+_C1 = re.compile("[\x7f-\x9f\ud800-\udfff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def json_text(doc: object) -> str:
+def json_text(doc: object, indent: int | None = 2) -> str:
     """Indented JSON for stdout; json escapes C0 controls, this also escapes DEL and C1 (e.g. CSI \\x9b)."""
-    text = json.dumps(doc, indent=2, ensure_ascii=False)
+    text = json.dumps(doc, indent=indent, ensure_ascii=False)
     return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def clean(text: object) -> str:
-    """Replace control characters (ESC, BEL, CR, C1 ...) by visible escapes; keep newlines and tabs."""
+    """Replace control characters (ESC, BEL, CR, C1 ...) and lone surrogates by visible escapes;
+    keep newlines and tabs."""
     s = str(text) if text is not None else ""
+    s = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", s)
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)

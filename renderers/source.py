@@ -1,26 +1,59 @@
-"""Source excerpts around a line, syntax-highlighted, from the recording or from disk."""
+"""Source excerpts around a line, syntax-highlighted, from the recording (or a file proven to match it).
+
+A recording or log names files by path, and anyone can write one: a crafted `source` event or
+stack frame must not make tcx print a local file. Lines come from the text recorded with the
+run, from a file on disk only when its sha256 is the one recorded for it, or, for a live run,
+from the files that just ran.
+"""
 
 from __future__ import annotations
 
-import linecache
+import functools
+import hashlib
+import os
+import stat
 
 from rich.syntax import Syntax
 from rich.text import Text
 
+from tcx.core.analysis import Sources
 from tcx.renderers.safe import clean
 
 CONTEXT = 2
+MAX_FILE_BYTES = 20_000_000
 
 
-def source_lines(file: str, sources: dict[str, str]) -> list[str] | None:
-    text = sources.get(file)
+def source_lines(file: str, sources: Sources) -> list[str] | None:
+    text = sources.texts.get(file)
     if text is not None:
         return text.splitlines()
-    lines = linecache.getlines(file)
-    return [ln.rstrip("\n") for ln in lines] if lines else None
+    expected = sources.sha256.get(file)
+    if expected is None and not sources.live:
+        return None
+    return _disk_lines(file, expected)
 
 
-def excerpt(file: str | None, line: int | None, sources: dict[str, str], fallback: str = "") -> Syntax | Text:
+@functools.lru_cache(maxsize=64)
+def _disk_lines(file: str, sha256: str | None) -> list[str] | None:
+    """A regular file's lines, if it is no larger than MAX_FILE_BYTES and has this sha256 (when given)."""
+    try:
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the report
+    except (OSError, ValueError):
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_FILE_BYTES:
+                return None
+            data = fh.read(MAX_FILE_BYTES + 1)
+        except OSError:
+            return None
+    if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
+        return None
+    return data.decode("utf-8", errors="replace").splitlines()
+
+
+def excerpt(file: str | None, line: int | None, sources: Sources, fallback: str = "") -> Syntax | Text:
     """Lines around `line` with it highlighted; the recorded code line when the file is gone."""
     lines = source_lines(file, sources) if file else None
     if not lines or line is None or not (1 <= line <= len(lines)):

@@ -11,8 +11,10 @@ from tcx.renderers.safe import clean
 from tcx.renderers.source import source_lines
 
 
-def render_trace(view: TraceView, console: Console, *, limit: int = 400) -> None:
-    view_header("trace", view.model, console, function=view.function_filter)
+def render_trace(view: TraceView, console: Console, *, limit: int | None = None) -> None:
+    """`limit`: instructions shown per compile (None: 400; 0: all)."""
+    limit = 400 if limit is None else limit
+    view_header("trace", view.model, console, function=view.selection.function)
     if view.unavailable:
         console.print(Text(f"per-instruction trace unavailable: {clean(view.unavailable)}", style="warn"))
         return
@@ -63,7 +65,7 @@ def _render_compile(comp: TraceCompile, view: TraceView, console: Console, limit
     if hidden > 0:
         console.print(
             Text(f"  … {hidden} more instruction{'s' if hidden != 1 else ''} not shown", style="warn").append(
-                " (--limit 0 shows all; --compile ID / --function NAME narrow it down)", style="muted"
+                " (--limit 0 shows all; --compile ID or TARGET:function narrows it down)", style="muted"
             )
         )
 

@@ -43,6 +43,6 @@ def test_data_dependent_if_chain_and_fallback(dynamo_recorded):
 
 
 def test_text_report_never_crashes_on_a_model(dynamo_recorded):
-    proc = run_tcx("bytecode", str(dynamo_recorded("models/tiny_llama.py").recording))
+    proc = run_tcx("bytecode", str(dynamo_recorded("models/tiny_llama.py").recording), "--all")
     assert proc.returncode == 0, proc.stderr
     assert "transformed by Dynamo" in proc.stdout and "calls, in order" in proc.stdout

@@ -102,8 +102,8 @@ def test_foreign_files_are_input_errors(tmp_path, content):
     assert info.value.hint and "--save" in info.value.hint
 
 
-@pytest.mark.parametrize("version", [FORMAT_VERSION + 1, 99, "1", None, 1.5])
-def test_newer_or_unknown_version_is_refused(tmp_path, version):
+@pytest.mark.parametrize("version", [FORMAT_VERSION + 1, 99])
+def test_newer_version_is_refused(tmp_path, version):
     path = tmp_path / "future.tcx"
     header = {"kind": "header", "format": FORMAT_NAME, "version": version, "tcx_version": "9.0"}
     path.write_text(json.dumps(header) + "\n" + json.dumps({"kind": "log"}) + "\n")
@@ -113,10 +113,14 @@ def test_newer_or_unknown_version_is_refused(tmp_path, version):
     assert f"reads up to {FORMAT_VERSION}" in info.value.message
 
 
-def test_older_version_is_read(tmp_path):
-    path = tmp_path / "old.tcx"
-    path.write_text(json.dumps({"kind": "header", "format": FORMAT_NAME, "version": 0}) + "\n")
-    assert load_recording(path).events == []
+@pytest.mark.parametrize("version", ["1", None, 0, -1, 1.5])
+def test_a_version_that_is_no_format_number_is_unreadable(tmp_path, version):
+    """Not "newer tcx": a string, null, zero or a negative number is no version any tcx wrote."""
+    path = tmp_path / "odd.tcx"
+    path.write_text(json.dumps({"kind": "header", "format": FORMAT_NAME, "version": version}) + "\n")
+    with pytest.raises(InputError, match="unreadable recording") as info:
+        load_recording(path)
+    assert "newer tcx" not in info.value.message
 
 
 def test_truncated_last_line_is_a_problem_and_earlier_events_are_kept(tmp_path):

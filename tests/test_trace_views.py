@@ -14,7 +14,7 @@ import pytest
 from conftest import TRACE_FIXTURES, run_tcx
 
 from tcx.core.analysis import build_model
-from tcx.core.codegen_view import count_kernels
+from tcx.core.torchtext.output_code import count_kernels
 from tcx.core.trace_log import load_trace
 
 INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"

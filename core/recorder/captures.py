@@ -26,11 +26,13 @@ CAPTURES: dict[str, str] = {
     "fusion": "tcx.core.recorder.compat_inductor:install_fusion",
     "codegen": "tcx.core.recorder.compat_inductor:install_codegen",
     "cuda_preview": "tcx.core.recorder.compat_fakecuda:install_cuda_preview",
+    "cudagraphs": "tcx.core.recorder.compat_cudagraphs:install",
     "device": "tcx.core.recorder.compat_fakecuda:install_default_device",
     "recompiles": "tcx.core.recorder.compat_recompiles:install",
     "instructions": "tcx.core.recorder.compat_dynamo:install_instruction_capture",
     "bytecode": "tcx.core.recorder.compat_dynamo:install_bytecode_capture",
     "guards": "tcx.core.recorder.compat_dynamo:install_guard_capture",
+    "caches": "tcx.core.recorder.compat_cache:install",  # `tcx cache`: caches on, keys logged
 }
 
 # Callbacks a capture registers to run once the program has finished (e.g. walk the cache

@@ -16,6 +16,7 @@ import traceback
 import warnings
 from typing import Any
 
+from tcx.core.recorder import children
 from tcx.core.recording import RecordingWriter
 
 
@@ -50,7 +51,7 @@ class LogHandler(logging.Handler):
 
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
-    writer = RecordingWriter(spec["recording"])
+    writer = children.ProcessWriter(spec["recording"])
     try:
         exit_event = run(spec, writer)
     except BaseException as exc:
@@ -67,7 +68,10 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def run(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]:
+def run(spec: dict[str, Any], writer: children.ProcessWriter) -> dict[str, Any]:
+    from tcx.core.recorder import compat_fakecuda_shim
+
+    compat_fakecuda_shim.preload(spec.get("capture") or [])  # the CUDA preview: before torch loads
     try:
         import torch
     except ImportError as exc:
@@ -79,8 +83,10 @@ def run(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]:
     warnings.filterwarnings(
         "ignore", message=".*force disabled by torch.compiler.config.force_disable_caches"
     )
+    capture = spec.get("capture") or []
     features = {
-        "caches_disabled": compat.disable_compile_caches(),
+        # `tcx cache` keeps the caches on (its "caches" capture): it explains their hits and misses.
+        **({} if "caches" in capture else {"caches_disabled": compat.disable_compile_caches()}),
         "structured_trace": compat.attach_trace_handler(TraceHandler(writer)),
         "torch_logs": compat.route_torch_logs(LogHandler(writer)),
         "graph_break_types": compat.install_graph_break_hook(
@@ -94,6 +100,7 @@ def run(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]:
         ),
     }
     features.update(install_captures(spec.get("capture") or [], writer))
+    features["child_processes"] = children.install(spec, writer)
     writer.write(
         "run_start",
         torch_version=compat.TORCH_VERSION,

@@ -37,23 +37,110 @@ def disable_compile_caches() -> str | None:
 
 
 def attach_trace_handler(handler: logging.Handler) -> str | None:
-    """Structured trace: torch emits iff `trace_log` has a handler, no env var needed."""
+    """Structured trace: torch emits iff `trace_log` has a handler, no env var needed.
+
+    The handler is pinned (see `_pinned_class`): the program's own logging configuration
+    cannot detach it or silence the logger, so capture never depends on logger state.
+    """
     try:
         from torch._logging._internal import trace_log
 
-        trace_log.addHandler(handler)
+        _pin(trace_log, handler)
         return None
-    except (ImportError, AttributeError) as exc:
+    except (ImportError, AttributeError, TypeError) as exc:
         return unavailable("the structured trace", exc)
 
 
 def detach_trace_handler(handler: logging.Handler) -> None:
     try:
         from torch._logging._internal import trace_log
-
-        trace_log.removeHandler(handler)
     except (ImportError, AttributeError):
-        pass
+        return
+    _unpin(trace_log, handler)
+
+
+# Attributes of a Logger that logging configuration writes and the pinned class fixes.
+_PINNED_ATTRS = ("handlers", "disabled", "propagate", "level", "isEnabledFor")
+
+
+def _always(level: int) -> bool:
+    return True
+
+
+def _ignore(self: logging.Logger, value: object) -> None:
+    """Assignments by the program (or dictConfig) to a pinned attribute are dropped."""
+
+
+def _handlers(self: Any) -> list[logging.Handler]:
+    own = self.__dict__["_tcx_handlers"]
+    own.extend(h for h in self._tcx_pinned if h not in own)
+    return own
+
+
+def _set_handlers(self: Any, value: list[logging.Handler]) -> None:
+    self.__dict__["_tcx_handlers"] = list(value)  # the pinned handlers come back on the next read
+
+
+@functools.cache
+def _pinned_class(base: type) -> type:
+    """A subclass of the trace logger's class whose tcx handlers cannot be lost.
+
+    `logging.config.dictConfig` (disable_existing_loggers, or configuring the "torch" logger:
+    handlers = [], propagate = True, level NOTSET), `logging.disable`, `setLevel` or
+    `removeHandler` would each stop torch from emitting structured-trace events to tcx. The
+    pinned logger keeps tcx's handlers, stays enabled at DEBUG, and never propagates (as torch
+    configures it), whatever the program assigns.
+    """
+    return type(
+        "TcxPinnedTraceLogger",
+        (base,),
+        {
+            "handlers": property(_handlers, _set_handlers),
+            "disabled": property(lambda self: False, _ignore),
+            "propagate": property(lambda self: False, _ignore),
+            "level": property(lambda self: logging.DEBUG, _ignore),
+            "isEnabledFor": property(lambda self: _always, _ignore),
+        },
+    )
+
+
+def _pin(log: logging.Logger, handler: logging.Handler) -> None:
+    if "_tcx_pinned" not in log.__dict__:
+        saved = {name: log.__dict__.pop(name) for name in _PINNED_ATTRS if name in log.__dict__}
+        base = type(log)
+        try:
+            log.__class__ = _pinned_class(base)
+        except TypeError:
+            log.__dict__.update(saved)
+            raise
+        log.__dict__.update(
+            _tcx_base=base,
+            _tcx_saved=saved,
+            _tcx_pinned=[],
+            _tcx_handlers=list(saved.get("handlers", [])),
+        )
+    if handler not in log.__dict__["_tcx_pinned"]:
+        log.__dict__["_tcx_pinned"].append(handler)
+
+
+def _unpin(log: logging.Logger, handler: logging.Handler) -> None:
+    pinned = log.__dict__.get("_tcx_pinned")
+    if pinned is None:
+        log.removeHandler(handler)
+        return
+    if handler in pinned:
+        pinned.remove(handler)
+    own = log.__dict__["_tcx_handlers"]
+    if handler in own:
+        own.remove(handler)
+    if pinned:
+        return
+    state = {
+        name: log.__dict__.pop(name) for name in ("_tcx_base", "_tcx_saved", "_tcx_pinned", "_tcx_handlers")
+    }
+    log.__class__ = state["_tcx_base"]
+    log.__dict__.update(state["_tcx_saved"])
+    log.__dict__["handlers"] = state["_tcx_handlers"]
 
 
 def caches_disabled(value: bool) -> bool | None:
@@ -143,6 +230,22 @@ def install_graph_break_hook(on_break: Callable[[dict[str, Any]], None]) -> str 
     return None
 
 
+def break_type(exc: Any, registry: dict[str, str]) -> str:
+    """torch's title for a graph break (its gb_type).
+
+    An exception that carries none has the title as the first line of its message when torch
+    re-raised an `Unsupported` as another type: `StepUnsupported` (torch >= 2.9, from
+    `torch._dynamo.step_unsupported()`) keeps only the message of "Call to
+    `torch._dynamo.step_unsupported()`" (GB4636). The line counts when torch's graph-break
+    registry knows it; otherwise (no registry before torch 2.8) the exception's type names it."""
+    gb_type = getattr(exc, "gb_type", None)
+    if gb_type:
+        return str(gb_type)
+    lines = str(getattr(exc, "msg", None) or exc).strip().splitlines()
+    title = lines[0].strip() if lines else ""
+    return title if title in registry else type(exc).__name__
+
+
 def _describe_break(tx: Any, reason: str, exc: Any, registry: dict, dexc: Any) -> dict[str, Any]:
     user_stack = getattr(exc, "real_stack", None)
     if user_stack is None:
@@ -152,7 +255,7 @@ def _describe_break(tx: Any, reason: str, exc: Any, registry: dict, dexc: Any) -
     collapse = getattr(dexc, "collapse_resume_frames", None)
     if collapse:
         full = list(collapse(full))
-    gb_type = getattr(exc, "gb_type", None) or type(exc).__name__
+    gb_type = break_type(exc, registry)
     gb_id = registry.get(gb_type)
     compile_id, attempt = current_compile_id()
     return {

@@ -29,12 +29,13 @@ from typing import Any
 
 from tcx.core.recorder.compat import current_compile_id, unavailable
 from tcx.core.recording import RecordingWriter
+from tcx.core.torchtext.locations import guard_location
+from tcx.core.torchtext.names import is_generated_global, is_resume
 
 MAX_RECORDS = 50_000  # instructions kept per compile attempt; the rest are counted
 MAX_ITEM = 80  # characters of one formatted stack item
 MAX_SEQ = 6  # items of a tuple/list shown
 _JUMP = re.compile(r"JUMP.*IF|IF.*JUMP")
-_USER_LOC = re.compile(r"#\s*(?P<code>.*?)\s*#\s*(?P<file>[^#]+?):(?P<line>\d+) in (?P<fn>[\w<>.]+)")
 
 
 class _State:
@@ -416,9 +417,9 @@ def install_bytecode_capture(writer: RecordingWriter) -> str | None:
 def _record_bytecode(writer: RecordingWriter, code: Any, new_code: Any) -> None:
     STATE.codes[id(code)] = code
     compile_id, attempt = current_compile_id()
-    is_resume = code.co_name.startswith("torch_dynamo_resume_in_")
+    resumed = is_resume(code.co_name)
     transformed, how = decompile(new_code)
-    original, original_how = decompile(code) if is_resume else (None, None)
+    original, original_how = decompile(code) if resumed else (None, None)
     writer.write(
         "bytecode",
         compile_id=compile_id,
@@ -432,7 +433,7 @@ def _record_bytecode(writer: RecordingWriter, code: Any, new_code: Any) -> None:
         transformed_how=how,
         original_source=original,
         original_how=original_how,
-        calls=[n for n in new_code.co_names if n.startswith(("__compiled_fn", "__resume_at"))],
+        calls=[n for n in new_code.co_names if is_generated_global(n)],
     )
 
 
@@ -608,8 +609,8 @@ def _describe_guard(g: Any, tree: dict[tuple[str, str], list[str]]) -> dict[str,
         out.update(file=user.filename, line=user.lineno, code=(user.line or "").strip())
     else:
         for t in text:
-            m = _USER_LOC.search(t)
-            if m:
-                out.update(file=m.group("file"), line=int(m.group("line")), code=m.group("code"))
+            loc = guard_location(t)
+            if loc:
+                out.update(file=loc.file, line=loc.line, code=loc.code)
                 break
     return out

@@ -1,81 +1,111 @@
-"""Compatibility layer: the CUDA preview — Inductor's Triton code for a chosen GPU, without a GPU.
+"""Compatibility layer: the CUDA preview — the whole compile pipeline for a chosen GPU, without a GPU.
 
-Private-API monkeypatching, isolated here and version-gated (research/capture/fakecuda.py,
-verified against a real H200 run). Dynamo, the joint graph and the partitioner run on the
-CPU as usual; every partitioned graph handed to Inductor's inner compile is also copied,
-retargeted to `cuda:0` (FakeTensors) and lowered again under a fake CUDA environment for
-the chosen architecture; tcx keeps the generated wrapper (kernels embedded) and stops
-before anything would be compiled for or launched on a device. The CPU compile then runs
-normally so the program keeps going.
+The preview runs the program on fake CUDA tensors, as `--device cuda` would run it on a GPU:
+every tensor the program makes is a FakeTensor on `cuda:0` (shapes, dtypes, strides, no data),
+`torch.cuda` reports one device with the properties of the chosen architecture, and the
+CUDA device guard is a stand-in (compat_fakecuda_shim). Dynamo, AOTAutograd (joint graph,
+decompositions, partitioner) and Inductor therefore trace CUDA tensors and take the GPU's
+decisions: SDPA backends, foreach grouping and combo kernels, padding and layouts, the
+optimizer's `capturable` path, CUDA-graph checks. Inductor generates its wrapper and Triton
+kernels for real (`cuda_preview` events) and stops before anything is compiled for or
+launched on a device; the compiled function the program gets back runs the graph on the
+fake tensors, so the program keeps going (its values are never computed).
 
-    cuda_preview=sm_90[+ptx]   one `cuda_preview` event per graph: arch, compile_id, graph,
-                               source (the wrapper module), seconds, error; with +ptx each
-                               Triton kernel's PTX (Triton's ahead-of-time compile)
+A decision that needs a real GPU is taken by an assumption, recorded as a
+`cuda_preview_decision` event that names what was decided and what was assumed:
+autotuning (max-autotune), the pad_mm benchmark, the SDPA backend (tcx's model of torch's
+C++ `select_sdp_backend`), and the runtime part of CUDA graphs. A line of the program that
+needs a tensor's value (`.item()`, printing values, numpy) stops the preview there.
+
+    cuda_preview=sm_90[+ptx]   per graph: arch, compile_id, graph, source (the wrapper module),
+                               seconds, error; with +ptx each Triton kernel's PTX
     device=cuda                torch.set_default_device (the real CUDA path on a GPU machine)
 """
 
 from __future__ import annotations
 
-import collections
-import contextlib
-import copy
+import ctypes
 import functools
 import re
 import sys
+import threading
 import time
-from collections.abc import Iterator
+import types
 from typing import Any
 
 import torch
 
+from tcx.core.recorder import compat_fakecuda_sdpa, compat_fakecuda_shim
 from tcx.core.recorder.compat import TORCH_VERSION, current_compile_id, unavailable
 from tcx.core.recording import RecordingWriter
+from tcx.core.torchtext.arch import arch_name, parse_arch
+from tcx.core.torchtext.output_code import kernel_definitions
 
 MIN_TORCH = (2, 11)
 MAX_PTX_CHARS = 400_000
-_TRITON_KERNEL = re.compile(
-    r"^(\w+) = async_compile\.triton\('\w+', '''(.*?)''', device_str='cuda'\)", re.S | re.M
-)
-
-Props = collections.namedtuple(
-    "Props",
-    "name major minor multi_processor_count total_memory warp_size max_threads_per_multi_processor "
-    "max_threads_per_block regs_per_multiprocessor shared_memory_per_block_optin "
-    "shared_memory_per_multiprocessor L2_cache_size gcnArchName uuid",
-)
-
+MAX_DECISIONS = 2000
 
 PREVIEW_ACTIVE = False  # read by compat_inductor: fusion events of the preview say so
 
+# Device properties assumed per architecture: the reference part of each generation (an
+# sm_90 preview is an H100/H200 SXM: 132 SMs). Inductor reads SM count, registers, threads
+# per SM, shared memory per block and the capability; the rest is for display.
+GiB, MiB = 2**30, 2**20
+DEVICES: dict[int, dict[str, Any]] = {
+    70: dict(name="V100-SXM2", sms=80, smem_block=98304, smem_sm=98304, threads_sm=2048, l2=6 * MiB, mem=32),
+    75: dict(name="T4", sms=40, smem_block=65536, smem_sm=65536, threads_sm=1024, l2=4 * MiB, mem=16),
+    80: dict(
+        name="A100-SXM4-80GB",
+        sms=108,
+        smem_block=166912,
+        smem_sm=167936,
+        threads_sm=2048,
+        l2=40 * MiB,
+        mem=80,
+    ),
+    86: dict(name="A10", sms=72, smem_block=101376, smem_sm=102400, threads_sm=1536, l2=6 * MiB, mem=24),
+    89: dict(name="L4", sms=58, smem_block=101376, smem_sm=102400, threads_sm=1536, l2=48 * MiB, mem=24),
+    90: dict(
+        name="H100/H200 SXM", sms=132, smem_block=232448, smem_sm=233472, threads_sm=2048, l2=50 * MiB, mem=80
+    ),
+    100: dict(
+        name="B200", sms=148, smem_block=232448, smem_sm=233472, threads_sm=2048, l2=126 * MiB, mem=180
+    ),
+    120: dict(
+        name="RTX 5090", sms=170, smem_block=101376, smem_sm=102400, threads_sm=1536, l2=96 * MiB, mem=32
+    ),
+}
 
-class CodegenOnly(Exception):
-    """Raised right after Inductor generated the wrapper: nothing is compiled or launched."""
 
-
-def parse_arch(text: str) -> int:
-    """ "sm_90", "90", "sm90", "sm_90a" -> 90."""
-    m = re.fullmatch(r"(?:sm_?)?(\d{2,3})a?", text.strip().lower())
-    if not m:
-        raise ValueError(f"not a CUDA architecture: {text!r} (use e.g. sm_80, sm_90)")
-    return int(m.group(1))
+class Props(types.SimpleNamespace):
+    """What `torch.cuda.get_device_properties` returns for the previewed device."""
 
 
 def fake_props(arch: int) -> Props:
+    d = DEVICES[arch]
     return Props(
-        f"tcx preview sm_{arch}",
-        arch // 10,
-        arch % 10,
-        132,
-        80 * 2**30,
-        32,
-        2048,
-        1024,
-        65536,
-        232448,
-        233472,
-        50 * 2**20,
-        "",
-        "tcx-preview",
+        name=f"tcx preview {arch_name(arch)} ({d['name']})",
+        major=arch // 10,
+        minor=arch % 10,
+        multi_processor_count=d["sms"],
+        total_memory=d["mem"] * GiB,
+        warp_size=32,
+        max_threads_per_multi_processor=d["threads_sm"],
+        max_threads_per_block=1024,
+        regs_per_multiprocessor=65536,
+        shared_memory_per_block_optin=d["smem_block"],
+        shared_memory_per_multiprocessor=d["smem_sm"],
+        L2_cache_size=d["l2"],
+        gcnArchName="",
+        uuid="tcx-preview",
+        is_integrated=0,
+        is_multi_gpu_board=0,
+        clock_rate=1980000,
+        memory_clock_rate=2619000,
+        memory_bus_width=5120,
+        pci_bus_id=0,
+        pci_device_id=0,
+        pci_domain_id=0,
     )
 
 
@@ -97,74 +127,78 @@ def availability() -> str | None:
         import torch._dynamo.device_interface as di  # noqa: F401
         import torch._inductor.graph
         import torch.utils._triton  # noqa: F401
-        from torch._inductor.compile_fx import compile_fx, compile_fx_inner  # noqa: F401
+        from torch._inductor.compile_fx import compile_fx  # noqa: F401
         from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: F401
     except ImportError as exc:
         return unavailable("the CUDA preview", exc)
     return None
 
 
-_PATTERNS_READY = False
+# --- the fake device ---------------------------------------------------------------------------
 
 
-def _init_patterns_on_cpu() -> None:
-    """Pattern registries trace examples with real tensors on the device that 'is available' at
-    first use: initialise them while CUDA is truthfully unavailable, then ignore input_device."""
-    global _PATTERNS_READY
-    if _PATTERNS_READY:
-        return
-    from torch._inductor.fx_passes import joint_graph as jg
-    from torch._inductor.fx_passes import post_grad as pg
-
-    jg.lazy_init()
-    pg.lazy_init()
-    a, b = jg.lazy_init, pg.lazy_init
-    jg.lazy_init = lambda *x, **k: a()
-    pg.lazy_init = lambda *x, **k: b()
-    _PATTERNS_READY = True
+def _rebind_everywhere(original: Any, replacement: Any) -> list[tuple[Any, str]]:
+    """Point every torch module's name for `original` at `replacement` (functions imported by name)."""
+    done = []
+    for module in list(sys.modules.values()):
+        if not getattr(module, "__name__", "").startswith("torch"):
+            continue
+        for key, value in list(vars(module).items()):
+            if value is original:
+                setattr(module, key, replacement)
+                done.append((module, key))
+    return done
 
 
-@contextlib.contextmanager
-def fake_cuda_env(arch: int) -> Iterator[None]:
+def _patch(obj: Any, name: str, value: Any) -> None:
+    setattr(obj, name, value)
+
+
+def enter_fake_device(arch: int, lib: ctypes.CDLL | None) -> list[str]:
+    """Make this process see one CUDA device of `arch` (for good: the preview child never leaves).
+
+    Returns the assumptions it makes, for the preview's output."""
     import torch._dynamo.device_interface as di
-    import torch._inductor.codegen.triton
-    import torch._inductor.scheduler
+    import torch._inductor.utils as iutils
     import torch._subclasses.fake_tensor as fake_tensor_mod
     import torch.utils._triton as ut
     from torch._subclasses.fake_tensor import FakeTensorMode
     from triton.backends.compiler import GPUTarget
     from triton.compiler.compiler import make_backend
 
-    _init_patterns_on_cpu()
-    props_value = fake_props(arch)
-
-    def props(device: Any = None) -> Props:
-        return props_value
-
+    props = fake_props(arch)
     rng = torch.zeros(16, dtype=torch.uint8)
     tc, ci = torch.cuda, di.CudaInterface
-    patches: list[tuple[Any, str, Any]] = [
+    cudnn_version = _cudnn_version()
+
+    def get_props(device: Any = None) -> Props:
+        return props
+
+    for obj, name, value in [
         (tc, "is_available", lambda: True),
         (tc, "device_count", lambda: 1),
         (tc, "current_device", lambda: 0),
-        (tc, "get_device_properties", props),
-        (tc, "get_device_capability", lambda d=None: (props_value.major, props_value.minor)),
-        (tc, "get_device_name", lambda d=None: props_value.name),
-        (tc, "is_bf16_supported", lambda *a, **k: True),
+        (tc, "get_device_properties", get_props),
+        (tc, "get_device_capability", lambda d=None: (props.major, props.minor)),
+        (tc, "get_device_name", lambda d=None: props.name),
+        (tc, "is_bf16_supported", lambda *a, **k: props.major >= 8),
+        (tc, "mem_get_info", lambda d=None: (props.total_memory - GiB, props.total_memory)),
         (tc, "_lazy_init", lambda: None),
         (tc, "set_device", lambda d: None),
         (tc, "synchronize", lambda *a, **k: None),
-        (tc, "_exchange_device", lambda d: -1),
-        (tc, "_maybe_exchange_device", lambda d: -1),
+        (tc, "_exchange_device", lambda d: 0),
+        (tc, "_maybe_exchange_device", lambda d: 0),
         (tc, "get_rng_state", lambda device="cuda": rng.clone()),
         (tc, "set_rng_state", lambda s, device="cuda": None),
+        (torch.backends.cudnn, "is_available", lambda: True),
         (ci, "is_available", staticmethod(lambda: True)),
         (ci, "device_count", staticmethod(lambda: 1)),
         (ci, "current_device", staticmethod(lambda: 0)),
-        (ci, "get_device_properties", staticmethod(props)),
+        (ci, "get_device_properties", staticmethod(get_props)),
         (ci, "get_compute_capability", staticmethod(lambda d=None: arch)),
         (ci, "get_raw_stream", staticmethod(lambda i: 0)),
-        (ci.Worker, "get_device_properties", staticmethod(props)),
+        (ci, "synchronize", staticmethod(lambda *a, **k: None)),
+        (ci.Worker, "get_device_properties", staticmethod(get_props)),
         (ci.Worker, "current_device", staticmethod(lambda: 0)),
         # FakeTensorMode makes CUDA fakes without a device only while it thinks CUDA is unavailable.
         (FakeTensorMode, "avoid_device_init", property(lambda self: True)),
@@ -172,94 +206,341 @@ def fake_cuda_env(arch: int) -> Iterator[None]:
         (fake_tensor_mod, "init_gpu_context", lambda device: None),
         # Inductor asks the Triton driver for the current target (backend_hash).
         (ut, "triton_backend", functools.cache(lambda: make_backend(GPUTarget("cuda", arch, 32)))),
+    ]:
+        _patch(obj, name, value)
+    _rebind_everywhere(ut.has_triton, lambda: True)
+    if hasattr(iutils, "get_gpu_shared_memory"):
+        _rebind_everywhere(iutils.get_gpu_shared_memory, lambda: props.shared_memory_per_block_optin)
+    di.caching_worker_device_properties["cuda"] = [props]
+    if not hasattr(torch._C, "_cuda_cudaCachingAllocator_is_enabled"):  # a CPU-only build
+        torch._C._cuda_cudaCachingAllocator_is_enabled = lambda: True
+    if lib is not None:
+        lib.tcx_swap_cuda_guard(None)
+        lib.tcx_set_cudnn_version(cudnn_version or 0)
+    assumed = [
+        f"device: {arch_name(arch)} with the properties of an {DEVICES[arch]['name']}: "
+        f"{props.multi_processor_count} SMs, {props.shared_memory_per_block_optin} bytes of shared "
+        f"memory per block, {props.max_threads_per_multi_processor} threads per SM",
+        f"cuDNN {cudnn_version or 'none'} ({'this torch build' if _cudnn_from_build() else 'assumed'})",
     ]
-    saved: list[tuple[Any, str, Any, bool]] = []
-    orig_has_triton = ut.has_triton
-    rebinds = [
-        (m, k)
-        for m in list(sys.modules.values())
-        if getattr(m, "__name__", "").startswith("torch")
-        for k, v in list(vars(m).items())
-        if v is orig_has_triton
-    ]
+    return assumed
+
+
+def _cudnn_from_build() -> bool:
     try:
-        for obj, name, value in patches:
-            if isinstance(obj, type):
-                saved.append((obj, name, obj.__dict__.get(name), name in obj.__dict__))
-            else:
-                saved.append((obj, name, getattr(obj, name, None), hasattr(obj, name)))
-            setattr(obj, name, value)
-        for m, k in rebinds:
-            setattr(m, k, lambda: True)
-        di.caching_worker_device_properties["cuda"] = [props_value]
-        yield
-    finally:
-        for obj, name, value, existed in reversed(saved):
-            if existed:
-                setattr(obj, name, value)
-            else:
-                with contextlib.suppress(AttributeError):
-                    delattr(obj, name)
-        for m, k in rebinds:
-            setattr(m, k, orig_has_triton)
-        di.caching_worker_device_properties.pop("cuda", None)
+        return torch.backends.cudnn.version() is not None
+    except Exception:
+        return False
 
 
-def _retarget(gm: Any, example_inputs: list[Any]) -> tuple[Any, list[Any]]:
-    """A deep copy of the graph and its inputs on `cuda:0` (FakeTensors in the inputs' own mode)."""
-    from torch._guards import detect_fake_mode
-    from torch._subclasses.fake_tensor import FakeTensorMode
-    from torch.fx.passes.fake_tensor_prop import FakeTensorProp
-
-    gm = copy.deepcopy(gm)
-    cuda = torch.device("cuda", 0)
-    for n in gm.graph.nodes:  # device constants baked into ops (full, empty, scalar_tensor ...)
-        dev = n.kwargs.get("device")
-        if isinstance(dev, torch.device) and dev.type == "cpu":
-            n.kwargs = {**n.kwargs, "device": cuda}
-    gm.recompile()
-    fm = detect_fake_mode(example_inputs) or FakeTensorMode()
-    with fm:
-        ins = [
-            torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=cuda)
-            if isinstance(t, torch.Tensor)
-            else t
-            for t in example_inputs
-        ]
-    FakeTensorProp(gm, fm).propagate_dont_convert_inputs(*ins)
-    return gm, ins
+# cuDNN of the torch 2.11+cu130 wheels (seen on the H200): the SDPA model's cuDNN when this
+# torch has none (a CPU-only build). Above 9.15 torch puts cuDNN attention first on sm90/sm10x.
+ASSUMED_CUDNN = 91900
 
 
-def cuda_codegen(gm: Any, example_inputs: list[Any], arch: int, **inner_kwargs: Any) -> str | None:
-    """Inductor's real compile_fx_inner for `cuda` on a retargeted copy, stopped after codegen."""
-    import torch._inductor.graph as graph_mod
-    from torch._inductor.compile_fx import compile_fx_inner
+def _cudnn_version() -> int | None:
+    try:
+        return torch.backends.cudnn.version() or ASSUMED_CUDNN
+    except Exception:
+        return ASSUMED_CUDNN
 
-    out: list[str] = []
-    original = graph_mod.GraphLowering.compile_to_module
 
-    def compile_to_module(self: Any) -> Any:
-        wrapper, _kernel = self.codegen_with_cpp_wrapper() if self.cpp_wrapper else self.codegen()
-        out.append(getattr(wrapper, "value", wrapper))
-        raise CodegenOnly()
+# --- the program on fake tensors ---------------------------------------------------------------
 
-    global PREVIEW_ACTIVE
-    with fake_cuda_env(arch):
-        g2, ins = _retarget(gm, example_inputs)
+
+class _CudaOnCpu(torch.utils._python_dispatch.TorchDispatchMode):
+    """Real computations Inductor runs at compile time (constant folding) land on the CPU."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        from torch.utils._pytree import tree_map
+
+        def cpu(a: Any) -> Any:
+            return torch.device("cpu") if isinstance(a, torch.device) and a.type == "cuda" else a
+
+        args, kwargs = tree_map(cpu, (args, kwargs or {}))
+        return func(*args, **kwargs)
+
+
+_LIBRARIES: list[Any] = []  # keeps the kernel registrations alive
+
+
+def route_real_cuda_to(mode: Any) -> None:
+    """A CUDA tensor allocated outside any fake mode (Dynamo running the optimizer's `_init_group`,
+    `torch.tensor(data, device="cuda")`) becomes a fake tensor of the program's mode: on a GPU it
+    would be a real allocation; here there is no memory to allocate."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._mode_utils import no_dispatch
+
+    def fake(meta: torch.Tensor, device: Any) -> torch.Tensor:
+        with no_dispatch():
+            return FakeTensor(mode, meta, torch.device(device or "cuda", 0) if device is None else device)
+
+    def empty(size: Any, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+        with no_dispatch():
+            meta = torch.empty(size, dtype=dtype, layout=layout, device="meta", memory_format=memory_format)
+        return fake(meta, device)
+
+    def empty_strided(size: Any, stride: Any, *, dtype=None, layout=None, device=None, pin_memory=None):
+        with no_dispatch():
+            meta = torch.empty_strided(size, stride, dtype=dtype, layout=layout, device="meta")
+        return fake(meta, device)
+
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("empty.memory_format", empty, "CUDA")
+    lib.impl("empty_strided", empty_strided, "CUDA")
+    _LIBRARIES.append(lib)
+
+
+class Preview:
+    """Everything the preview installs in the child, and the events it writes."""
+
+    def __init__(self, writer: RecordingWriter, arch: int, want_ptx: bool) -> None:
+        self.writer, self.arch, self.want_ptx = writer, arch, want_ptx
+        self.local = threading.local()
+        self.decisions = 0
+        self.seen: set[tuple] = set()
+
+    def decision(self, kind: str, **fields: Any) -> None:
+        """A decision that needs a real GPU (or a model of torch's C++), and what was assumed."""
+        cid, _ = current_compile_id()
+        key = (kind, cid, repr(sorted(fields.items())))
+        if key in self.seen or self.decisions >= MAX_DECISIONS:
+            return
+        self.seen.add(key)
+        self.decisions += 1
+        self.writer.write(
+            "cuda_preview_decision", decision=kind, compile_id=cid, graph=_lowering_kind(), **fields
+        )
+
+    # --- Inductor: codegen only ---------------------------------------------------------------
+
+    def install_codegen_stop(self) -> None:
+        import torch._inductor.graph as graph_mod
+
+        preview = self
+
+        def compile_to_module(self: Any) -> Any:
+            started = time.perf_counter()
+            cid, _ = current_compile_id()
+            from tcx.core.recorder.compat_inductor import graph_kind
+
+            event: dict[str, Any] = {
+                "arch": arch_name(preview.arch),
+                "compile_id": cid,
+                "graph": graph_kind(),
+            }
+            try:
+                wrapper, _ = self.codegen_with_cpp_wrapper() if self.cpp_wrapper else self.codegen()
+                source = getattr(wrapper, "value", wrapper)
+                event["source"] = source
+                if preview.want_ptx and isinstance(source, str):
+                    event["ptx"] = kernel_ptx(source, preview.arch)
+            except Exception as exc:
+                event["error"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
+            event["seconds"] = round(time.perf_counter() - started, 4)
+            preview.writer.write("cuda_preview", **event)
+            self.cache_key, self.cache_path, self.cache_linemap = "tcx-cuda-preview", None, []
+            module = types.ModuleType("tcx_cuda_preview")
+            module.__file__ = "<tcx cuda preview>"
+            module.call = _never_run
+            # graph partitions (CUDA graphs per partition) are wrapped through the module's runner
+            module.runner = types.SimpleNamespace(
+                recursively_apply_fns=lambda fns: [f(_never_run) for f in fns]
+            )
+            return module
+
         graph_mod.GraphLowering.compile_to_module = compile_to_module
-        PREVIEW_ACTIVE = True
+
+    def install_compile_fx(self) -> None:
+        """The program gets back its graph, run on the fake tensors; Inductor's result is dropped."""
+        import torch._inductor.compile_fx as cfx
+
+        original = cfx.compile_fx
+        local = self.local
+
+        @functools.wraps(original)
+        def compile_fx(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+            depth = getattr(local, "depth", 0)
+            local.depth = depth + 1
+            try:
+                result = original(model, example_inputs, *args, **kwargs)
+            finally:
+                local.depth = depth
+            return result if depth else model
+
+        cfx.compile_fx = compile_fx
+
+    # --- decisions that need a GPU ------------------------------------------------------------
+
+    def install_autotune(self) -> str | None:
         try:
-            compile_fx_inner(g2, ins, **inner_kwargs)
-        except Exception as exc:
-            cause: BaseException | None = exc
-            while cause is not None and not isinstance(cause, CodegenOnly):
-                cause = cause.__cause__ or cause.__context__
-            if cause is None:
-                raise
-        finally:
-            PREVIEW_ACTIVE = False
-            graph_mod.GraphLowering.compile_to_module = original
-    return out[0] if out else None
+            from torch._inductor.select_algorithm import AlgorithmSelectorCache, ExternKernelCaller
+        except ImportError as exc:
+            return unavailable("the autotuning stand-in", exc)
+        original = AlgorithmSelectorCache.__call__
+        preview = self
+
+        @functools.wraps(original)
+        def call(self: Any, name: Any, choices: Any, input_nodes: Any, layout: Any, *a: Any, **k: Any) -> Any:
+            if len(choices) > 1:
+                keep = next((c for c in choices if isinstance(c, ExternKernelCaller)), choices[0])
+                preview.decision(
+                    "autotune",
+                    op=str(name),
+                    inputs=[_size(n) for n in input_nodes],
+                    choices=len(choices),
+                    names=[_choice_name(c) for c in choices][:40],
+                    assumed=_choice_name(keep),
+                    why="max-autotune benchmarks every choice on the GPU; the preview keeps the ATen "
+                    "kernel Inductor uses without autotuning",
+                )
+                choices = [keep]
+            return original(self, name, choices, input_nodes, layout, *a, **k)
+
+        AlgorithmSelectorCache.__call__ = call
+        return None
+
+    def install_pad_mm(self) -> None:
+        try:
+            from torch._inductor.fx_passes import pad_mm
+        except ImportError:
+            return
+        original = getattr(pad_mm, "_should_pad", None)
+        if original is None:
+            return
+        preview = self
+
+        def should_pad(match: Any, mat1: Any, mat2: Any, op: Any, input: Any = None) -> bool:
+            try:
+                return bool(original(match, mat1, mat2, op, input))
+            except Exception:
+                preview.decision(
+                    "pad_mm",
+                    op=str(op),
+                    inputs=[list(map(str, t.shape)) for t in (mat1, mat2)],
+                    assumed="not padded",
+                    why="Inductor times the padded and unpadded matmul on the GPU",
+                )
+                return False
+
+        pad_mm._should_pad = should_pad
+
+    def install_constant_folding(self) -> None:
+        try:
+            from torch._inductor.constant_folding import ConstantFolder
+        except ImportError:
+            return
+        original = ConstantFolder.run
+
+        @functools.wraps(original)
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            with _CudaOnCpu():
+                return original(self, *args, **kwargs)
+
+        ConstantFolder.run = run
+
+    def install_sdpa(self, cudnn_version: int | None) -> str | None:
+        return compat_fakecuda_sdpa.install(
+            self.arch,
+            cudnn_version,
+            lambda choice: self.decision(
+                "sdpa",
+                assumed=choice["backend"],
+                why="tcx's model of torch's C++ select_sdp_backend for this architecture "
+                "(the CUDA runtime is needed to run torch's own)",
+                **choice,
+            ),
+        )
+
+    def install_config(self) -> list[str]:
+        notes = []
+        import torch._functorch.config as functorch_config
+        import torch._inductor.config as inductor_config
+
+        inductor_config.compile_threads = 1  # no worker pool: nothing is compiled for the device
+        if hasattr(functorch_config, "force_non_lazy_backward_lowering"):
+            functorch_config.force_non_lazy_backward_lowering = True
+        else:
+            notes.append("backward graphs compiled lazily (dynamic shapes) are not previewed on this torch")
+        return notes
+
+
+def _lowering_kind() -> str | None:
+    """forward/backward/inference while Inductor lowers a graph; None while Dynamo or AOTAutograd
+    trace (a decision there applies to the whole compile)."""
+    try:
+        from torch._inductor.graph import GraphLowering
+        from torch._inductor.virtualized import V
+
+        if not isinstance(V.graph, GraphLowering):
+            return None
+    except Exception:
+        return None
+    from tcx.core.recorder.compat_inductor import graph_kind
+
+    return graph_kind()
+
+
+def _never_run(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("tcx CUDA preview: generated code is never run")
+
+
+def _size(node: Any) -> list[str]:
+    try:
+        return [str(s) for s in node.get_size()]
+    except Exception:
+        return []
+
+
+def _choice_name(choice: Any) -> str:
+    for attr in ("name", "kernel_name"):
+        value = getattr(choice, attr, None)
+        if isinstance(value, str) and value:
+            return value
+    return type(choice).__name__
+
+
+def install_cuda_preview(writer: RecordingWriter, argument: str = "sm_90") -> str | None:
+    """Run the program on fake CUDA tensors of `argument`'s arch; record Inductor's code per graph."""
+    global PREVIEW_ACTIVE
+    spec, _, flags = argument.partition("+")
+    arch = parse_arch(spec)
+    if arch is None:
+        return f"not a CUDA architecture: {spec!r} (use e.g. sm_80, sm_90)"
+    if arch not in DEVICES:
+        known = ", ".join(arch_name(a) for a in DEVICES)
+        return f"no device properties known for {arch_name(arch)} (the preview knows {known})"
+    why = availability()
+    if why:
+        return why
+    if torch.cuda.is_available():
+        return "a CUDA device is present: use --device cuda for the real CUDA path (no preview needed)"
+    lib, why = compat_fakecuda_shim.library()
+    if lib is None:
+        return why
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    preview = Preview(writer, arch, "ptx" in flags.split("+"))
+    assumptions = enter_fake_device(arch, lib)
+    notes = preview.install_config()
+    preview.install_codegen_stop()
+    preview.install_compile_fx()
+    preview.install_constant_folding()
+    preview.install_pad_mm()
+    for extra in (preview.install_autotune(), preview.install_sdpa(_cudnn_version())):
+        if extra:
+            notes.append(extra)
+    torch.autograd.set_multithreading_enabled(False)  # one thread: no per-device autograd workers
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    # A shape environment lets data-dependent shapes (nonzero, masked_select) stay symbolic.
+    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+    route_real_cuda_to(mode)
+    mode.__enter__()
+    torch.set_default_device("cuda")
+    PREVIEW_ACTIVE = True
+    writer.write("cuda_preview_device", arch=arch_name(arch), assumptions=assumptions, notes=notes)
+    return None
 
 
 def kernel_ptx(wrapper_source: str, arch: int) -> dict[str, str]:
@@ -270,6 +551,7 @@ def kernel_ptx(wrapper_source: str, arch: int) -> dict[str, str]:
 
     import torch._inductor.config as inductor_config
     from torch._inductor.runtime import triton_helpers
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     result: dict[str, str] = {}
     saved_launcher = inductor_config.use_static_cuda_launcher
@@ -278,76 +560,26 @@ def kernel_ptx(wrapper_source: str, arch: int) -> dict[str, str]:
     triton_helpers.set_driver_to_gpu = lambda: None  # would load libcuda.so
     tmp = tempfile.mkdtemp(prefix="tcx-ptx-")
     try:
-        with fake_cuda_env(arch):
-            for name, source in _TRITON_KERNEL.findall(wrapper_source):
+        with unset_fake_temporarily(), torch.device("cpu"):
+            for k in kernel_definitions(wrapper_source):
+                if k.kind != "triton":
+                    continue
                 try:
-                    path = os.path.join(tmp, f"{name}.py")
+                    path = os.path.join(tmp, f"{k.name}.py")
                     with open(path, "w", encoding="utf-8") as fh:
-                        fh.write(source)
-                    spec = importlib.util.spec_from_file_location(f"tcx_ptx_{name}", path)
+                        fh.write(k.source)
+                    spec = importlib.util.spec_from_file_location(f"tcx_ptx_{k.name}", path)
                     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
                     spec.loader.exec_module(module)  # type: ignore[union-attr]
-                    tuner = getattr(module, name)
+                    tuner = getattr(module, k.name)
                     compiled = tuner._precompile_config(tuner.configs[0]).kernel
-                    result[name] = str(compiled.asm["ptx"])[:MAX_PTX_CHARS]
+                    result[k.name] = str(compiled.asm["ptx"])[:MAX_PTX_CHARS]
                 except Exception as exc:
-                    result[name] = f"// PTX not available: {type(exc).__name__}: {exc}"
+                    result[k.name] = f"// PTX not available: {type(exc).__name__}: {exc}"
     finally:
         inductor_config.use_static_cuda_launcher = saved_launcher
         triton_helpers.set_driver_to_gpu = saved_driver
     return result
-
-
-def install_cuda_preview(writer: RecordingWriter, argument: str = "sm_90") -> str | None:
-    """Lower every partitioned graph a second time for a fake CUDA device of `argument`'s arch."""
-    spec, _, flags = argument.partition("+")
-    try:
-        arch = parse_arch(spec)
-    except ValueError as exc:
-        return str(exc)
-    why = availability()
-    if why:
-        return why
-    if torch.cuda.is_available():
-        return "a CUDA device is present: use --device cuda for the real CUDA path (no preview needed)"
-    import torch._inductor.compile_fx as cfx
-
-    want_ptx = "ptx" in flags.split("+")
-    original_compile_fx = cfx.compile_fx
-
-    def spy(gm: Any, example_inputs: Any, **kw: Any) -> Any:
-        graph = "backward" if kw.get("is_backward") else "inference" if kw.get("is_inference") else "forward"
-        cid, _ = current_compile_id()
-        started = time.perf_counter()
-        event: dict[str, Any] = {"arch": f"sm_{arch}", "compile_id": cid, "graph": graph}
-        try:
-            keep = (
-                "is_backward",
-                "graph_id",
-                "is_inference",
-                "static_input_idxs",
-                "boxed_forward_device_index",
-            )
-            source = cuda_codegen(
-                gm, list(example_inputs), arch, **{k: v for k, v in kw.items() if k in keep}
-            )
-            event["source"] = source
-            if want_ptx and source:
-                event["ptx"] = kernel_ptx(source, arch)
-        except Exception as exc:  # the preview must never break the program's own compile
-            event["error"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
-        event["seconds"] = round(time.perf_counter() - started, 4)
-        writer.write("cuda_preview", **event)
-        return cfx.compile_fx_inner(gm, example_inputs, **kw)
-
-    @functools.wraps(original_compile_fx)
-    def compile_fx(*args: Any, **kwargs: Any) -> Any:
-        if "inner_compile" not in kwargs and len(args) < 3:
-            kwargs["inner_compile"] = spy
-        return original_compile_fx(*args, **kwargs)
-
-    cfx.compile_fx = compile_fx
-    return None
 
 
 def install_default_device(writer: RecordingWriter, argument: str = "cuda") -> str | None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -33,12 +32,10 @@ import torch
 
 from tcx.core.recorder.compat import TORCH_VERSION, unavailable
 from tcx.core.recording import RecordingWriter
+from tcx.core.torchtext.guards import guard_code, scoped_sources
 
 MAX_CALL_EVENTS = 1000
 DROPPED_EVERY = 100
-_SOURCE = re.compile(
-    r"\b[LG]\[['\"][^'\"]+['\"]\](?:\.[A-Za-z_]\w*(?:\(\))?|\[-?\d+\]|\[['\"][^'\"]*['\"]\])*"
-)
 
 
 class _State:
@@ -47,7 +44,8 @@ class _State:
         self.stack: list[dict[str, Any]] = []  # one frame per top-level call in progress
         self.calls = 0
         self.dropped = 0
-        self.codes: dict[Any, dict[str, Any]] = {}  # code -> {"name", "target", "last_locals"}
+        # code Dynamo evaluates -> the compiled callable that runs it: target, frame, signatures, last_call
+        self.codes: dict[Any, dict[str, Any]] = {}
         self.get_entries: Callable[[Any], list[Any]] | None = None
 
 
@@ -144,18 +142,33 @@ def _target_of(fn: Any) -> Any:
     return fn
 
 
+def _evaluated_callable(compiled: Any, fn: Any) -> Any:
+    """The callable whose frame Dynamo evaluates when `compiled` runs: `fn` itself, or the frame
+    torch puts around a callable it cannot start tracing at (`external_utils.wrap_inline`'s
+    `inner`, e.g. for a method decorated with `@torch.no_grad()`, whose `decorate_context`
+    lives in a file Dynamo skips). torch keeps it as `_torchdynamo_orig_callable`."""
+    evaluated = getattr(compiled, "_torchdynamo_orig_callable", None)
+    return fn if evaluated is None else evaluated
+
+
 def _wrap_compiled(compiled: Callable[..., Any], fn: Any) -> Callable[..., Any]:
     target = _target_of(fn)
-    code = getattr(getattr(target, "__func__", target), "__code__", None)
+    frame = _target_of(_evaluated_callable(compiled, fn))
+    func = getattr(frame, "__func__", frame)
+    code = getattr(func, "__code__", None)
     if code is None:
         return compiled
-    try:
-        signature = inspect.signature(target)
-    except (TypeError, ValueError):
-        signature = None
-    self_name = code.co_varnames[0] if inspect.ismethod(target) and code.co_varnames else None
-    info = STATE.codes.setdefault(code, {"name": code.co_name, "last_locals": None})
-    info.update(target=target, signature=signature, self_name=self_name)
+    target_func = getattr(target, "__func__", target)
+    info: dict[str, Any] = {
+        "target": target,
+        "frame": frame,
+        "signature": _signature_of(target),
+        "frame_signature": _signature_of(func, follow_wrapped=False),
+        # the callable the program compiled, when Dynamo evaluates another frame around it
+        "wraps": _qualname(target) if getattr(target_func, "__code__", None) is not code else None,
+        "last_call": None,
+    }
+    STATE.codes.setdefault(code, info)
     is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 
     @functools.wraps(compiled)
@@ -176,12 +189,26 @@ def _wrap_compiled(compiled: Callable[..., Any], fn: Any) -> Callable[..., Any]:
     return tcx_recorded_call
 
 
+def _signature_of(fn: Any, follow_wrapped: bool = True) -> inspect.Signature | None:
+    try:
+        return inspect.signature(fn, follow_wrapped=follow_wrapped)
+    except (TypeError, ValueError):
+        return None
+
+
+def _qualname(fn: Any) -> str:
+    fn = inspect.unwrap(getattr(fn, "__func__", fn))
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__)
+
+
 def _entry_ids(code: Any) -> list[str]:
     assert STATE.get_entries is not None
     return [str(e.compile_id) for e in STATE.get_entries(code)]
 
 
 def _bind(info: dict[str, Any], args: tuple, kwargs: dict) -> dict[str, Any] | None:
+    """The arguments as the program passed them, named by the compiled callable's signature (the
+    one the user wrote, through decorators); `self` left out."""
     sig = info.get("signature")
     if sig is None:
         return None
@@ -190,9 +217,29 @@ def _bind(info: dict[str, Any], args: tuple, kwargs: dict) -> dict[str, Any] | N
     except TypeError:
         return None
     bound.apply_defaults()
+    return dict(bound.arguments)
+
+
+def _frame_locals(info: dict[str, Any], args: tuple, kwargs: dict) -> dict[str, Any] | None:
+    """The locals of the frame Dynamo evaluates for this call (what its guards read): its own
+    parameters (a bound method's `self` first) and the closure variables it uses."""
+    frame, sig = info["frame"], info.get("frame_signature")
+    if sig is None:
+        return None
+    if inspect.ismethod(frame):
+        args = (frame.__self__, *args)
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError:
+        return None
+    bound.apply_defaults()
     f_locals = dict(bound.arguments)
-    if info.get("self_name"):
-        f_locals = {info["self_name"]: info["target"].__self__, **f_locals}
+    func = getattr(frame, "__func__", frame)
+    for name, cell in zip(func.__code__.co_freevars, getattr(func, "__closure__", None) or (), strict=False):
+        try:
+            f_locals[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
     return f_locals
 
 
@@ -206,9 +253,8 @@ def _record_call(code: Any, info: dict[str, Any], call: dict[str, Any], args: tu
         outcome, entry = "hit", after[0]
     else:
         outcome, entry = "eager", None
-    f_locals = _bind(info, args, kwargs)
-    if f_locals is not None:
-        info["last_locals"] = f_locals
+    info["last_call"] = (args, kwargs)
+    STATE.codes[code] = info  # what-if evaluates on the callable called last
     index = STATE.calls
     STATE.calls += 1
     if outcome == "hit" and index >= MAX_CALL_EVENTS:
@@ -216,6 +262,7 @@ def _record_call(code: Any, info: dict[str, Any], call: dict[str, Any], args: tu
         if STATE.dropped == 1 or STATE.dropped % DROPPED_EVERY == 0:
             _write("frame_calls_dropped", count=STATE.dropped)
         return
+    named = _bind(info, args, kwargs)
     event: dict[str, Any] = {
         "index": index,
         "function": code.co_name,
@@ -224,8 +271,10 @@ def _record_call(code: Any, info: dict[str, Any], call: dict[str, Any], args: tu
         "outcome": outcome,
         "entry": entry,
         "checked": before,
-        "args": _signature(f_locals, info.get("self_name")) if f_locals is not None else None,
+        "args": _signature(named) if named is not None else None,
     }
+    if info.get("wraps"):
+        event["wraps"] = info["wraps"]
     if outcome != "hit":
         event["entries_after"] = after
         event["config"] = recompile_config()
@@ -234,8 +283,8 @@ def _record_call(code: Any, info: dict[str, Any], call: dict[str, Any], args: tu
     _write("frame_call", **event)
 
 
-def _signature(f_locals: dict[str, Any], skip: str | None = None) -> list[dict[str, Any]]:
-    return [describe_value(name, v) for name, v in f_locals.items() if name != skip][:32]
+def _signature(f_locals: dict[str, Any]) -> list[dict[str, Any]]:
+    return [describe_value(name, v) for name, v in f_locals.items()][:32]
 
 
 def describe_value(name: str, v: Any) -> dict[str, Any]:
@@ -299,8 +348,7 @@ def _actual_values(parts: list[str], f_locals: dict[str, Any], f_globals: dict[s
     """Values of the sources a failed guard reads (`L['x'].size()[0]` -> `32`)."""
     values: dict[str, str] = {}
     for part in parts:
-        code = part.split("  #", 1)[0]
-        for source in dict.fromkeys(m.group() for m in _SOURCE.finditer(code)):
+        for source in scoped_sources(guard_code(part)):
             try:
                 value = eval(source, {"__builtins__": {}}, {"L": f_locals, "G": f_globals})
             except Exception:
@@ -341,34 +389,48 @@ def evaluate_what_if(specs: list[list[dict]], function: str | None, writer: Reco
         try:
             torch.manual_seed(0)
             values = [_build(arg) for arg in spec]
-            f_locals = _what_if_locals(info, values)
+            args, kwargs = _what_if_call(info, values)
+            f_locals = _frame_locals(info, args, kwargs)
+            if f_locals is None:
+                raise ValueError(f"they do not fit the parameters of {code.co_name}")
         except Exception as exc:
             event["error"] = f"cannot build these inputs: {type(exc).__name__}: {exc}"
             writer.write("what_if", **event)
             continue
         entries = STATE.get_entries(code)
+        f_globals = getattr(getattr(info["frame"], "__func__", info["frame"]), "__globals__", {})
         event.update(
             function=code.co_name,
-            args=_signature(f_locals, info.get("self_name")),
-            results=[_check_entry(e, f_locals, getattr(info["target"], "__globals__", {})) for e in entries],
+            args=_signature(_bind(info, args, kwargs) or {}),
+            results=[_check_entry(e, f_locals, f_globals) for e in entries],
             config=recompile_config(),
         )
         writer.write("what_if", **event)
 
 
 def _what_if_code(function: str | None) -> tuple[Any, dict[str, Any]]:
-    candidates = [(c, i) for c, i in STATE.codes.items() if i.get("last_locals") is not None]
+    candidates = [(c, i) for c, i in STATE.codes.items() if i.get("last_call") is not None]
     if function:
-        candidates = [(c, i) for c, i in candidates if c.co_name == function] or candidates
+        named = [(c, i) for c, i in candidates if function in (c.co_name, _short_name(i.get("wraps")))]
+        candidates = named or candidates
     return candidates[-1] if candidates else (None, {})
 
 
-def _what_if_locals(info: dict[str, Any], values: list[Any]) -> dict[str, Any]:
-    """The last recorded call's locals, with the spec's values in place of the first arguments."""
-    f_locals = dict(info["last_locals"])
-    names = [n for n in f_locals if n != info.get("self_name")]
+def _short_name(qualname: str | None) -> str | None:
+    return qualname.rsplit(".", 1)[-1] if qualname else None
+
+
+def _what_if_call(info: dict[str, Any], values: list[Any]) -> tuple[tuple, dict]:
+    """The last recorded call's arguments, with the spec's values in place of the first ones."""
+    args, kwargs = info["last_call"]
+    sig = info.get("signature")
+    if sig is None:
+        raise ValueError("the compiled callable's signature is not available")
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    names = list(bound.arguments)
     if len(values) > len(names):
         raise ValueError(f"{len(values)} values for {len(names)} parameters ({', '.join(names)})")
     for name, value in zip(names, values, strict=False):
-        f_locals[name] = value
-    return f_locals
+        bound.arguments[name] = value
+    return bound.args, bound.kwargs

@@ -80,6 +80,7 @@ def run_program(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]
     except SyntaxError as exc:
         return {
             "status": "syntax",
+            "exit_code": 1,  # what `python script.py` exits with
             "exc_type": "SyntaxError",
             "message": str(exc),
             "file": exc.filename,
@@ -89,6 +90,8 @@ def run_program(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]
     except BaseException as exc:
         return {
             "status": "exception",
+            # What `python script.py` exits with: 1, or 130 when Ctrl-C ended it (shell convention).
+            "exit_code": 130 if isinstance(exc, KeyboardInterrupt) else 1,
             "exc_type": type(exc).__name__,
             "message": str(exc)[:4000],
             "traceback": user_traceback(exc),

@@ -1,0 +1,165 @@
+"""`tcx cache TARGET` (a program: a cold run, then warm runs sharing a private cache directory) and
+`tcx cache A B` (two recordings or TORCH_TRACE logs, compared offline)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import click
+
+from tcx.cli.views import view_command
+from tcx.core.views import get
+
+VIEW = get("cache")
+CAPTURE = ("caches",)  # core/recorder/compat_cache.py: caches on, every key's parts logged
+_RECORDING_SUFFIX = re.compile(r"(\.tcx(?:rec)?(?:\.gz)?|\.gz)$")
+
+
+@view_command(
+    VIEW,
+    click.option(
+        "--runs",
+        type=click.IntRange(1, 20),
+        default=None,
+        metavar="N",
+        help="Warm runs after the cold one (default 1); the last one is judged.",
+    ),
+    click.option(
+        "--env",
+        "env",
+        multiple=True,
+        metavar="K=V",
+        help="Set K=V in the environment of the warm runs only (repeatable): does this flag break my cache?",
+    ),
+)
+def command(**params: Any) -> None:
+    from tcx.cli import common
+    from tcx.core.cache_view import build_cache, to_json
+
+    loaded, labels, envs = load_runs(params)
+    pairs = tuple((lo.model, common.selection(lo)) for lo in loaded)
+    view = build_cache(*pairs[-1], earlier=pairs[:-1], labels=labels, envs=envs)
+    if params["fmt"] == "json":
+        common.emit_json(to_json(view))
+    else:
+        VIEW.renderer()(view, common.console(params))
+    for lo in loaded:
+        common.saved_note(lo)
+    for lo in loaded:
+        common.finish(lo.model)
+
+
+def load_runs(params: dict[str, Any]) -> tuple[list[Any], tuple[str, ...], tuple[dict[str, str], ...]]:
+    """The runs to compare: the two files `A B` (or one), or the program run cold then warm."""
+    from tcx.cli import common
+    from tcx.core.errors import UsageError
+    from tcx.core.targets import FileTarget, resolve_target
+
+    target = resolve_target(params["target"])
+    if isinstance(target, FileTarget):
+        others = list(params.get("program_args") or ())
+        if len(others) > 1:
+            raise UsageError(f"tcx cache compares at most two recordings or logs (got {1 + len(others)}).")
+        if params.get("runs") or params.get("env"):
+            click.echo(
+                "tcx: note: --runs and --env ignored: nothing is run for recordings or logs.", err=True
+            )
+        params["program_args"] = ()
+        files = [params["target"], *others]
+        loaded = [common.load(params, None, "")] + [common.load_file(f) for f in others]
+        return loaded, (("A", "B") if len(files) == 2 else ()), ()
+    warm_env = parse_env(params.get("env") or ())
+    runs = params.get("runs") or 1
+    loaded = record_runs(params, runs, warm_env)
+    labels = ("cold", "warm") if runs == 1 else ("cold", *(f"warm {i}" for i in range(1, runs + 1)))
+    return loaded, labels, ({}, *([warm_env] * runs))
+
+
+def parse_env(items: tuple[str, ...]) -> dict[str, str]:
+    from tcx.core.errors import UsageError
+
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise UsageError(f"--env {item!r}: give NAME=VALUE (e.g. --env TORCHINDUCTOR_MAX_AUTOTUNE=1).")
+        out[name] = value
+    return out
+
+
+def record_runs(params: dict[str, Any], warm_runs: int, warm_env: dict[str, str]) -> list[Any]:
+    """Run the program cold, then `warm_runs` times warm, with the compile caches on and in one
+    private directory (removed afterwards). A run that fails ends the series: it is reported."""
+    from tcx.cli import common
+    from tcx.cli.session import load
+
+    base = common.build_run_options(params, VIEW.backend, VIEW.backend_reason, CAPTURE)
+    loaded = []
+    with private_cache_dir() as env:
+        for i in range(warm_runs + 1):
+            opts = dataclasses.replace(
+                base,
+                env={**env, **(warm_env if i else {})},
+                save=saved_name(base.save, i, warm_runs),
+            )
+            loaded.append(load(params["target"], opts))
+            if common.target_failed(loaded[-1].model):
+                break
+    return loaded
+
+
+@contextlib.contextmanager
+def private_cache_dir() -> Iterator[dict[str, str]]:
+    """TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR in a fresh temporary folder: the first run is
+    cold whatever the user's caches hold (remote caches are whatever the environment configures)."""
+    folder = tempfile.mkdtemp(prefix="tcx-cache-")
+    try:
+        yield {"TORCHINDUCTOR_CACHE_DIR": folder, "TRITON_CACHE_DIR": str(Path(folder, "triton"))}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def saved_name(save: str | None, index: int, warm_runs: int) -> str | None:
+    """--save FILE keeps the judged (last) run in FILE, the cold one as FILE.cold.tcx, the other
+    warm ones as FILE.warmN.tcx (before the extension): `tcx cache run.cold.tcx run.tcx` re-reads."""
+    if save is None or index == warm_runs:
+        return save
+    m = _RECORDING_SUFFIX.search(save)
+    stem, ext = (save[: m.start()], m.group()) if m else (save, "")
+    return f"{stem}.{'cold' if index == 0 else f'warm{index}'}{ext}"
+
+
+def warm_run(params: dict[str, Any], budgets: list[str]) -> tuple[Any, dict[str, float]]:
+    """For `tcx check`'s warm-start budgets: the run judged (a program's warm run after a cold one;
+    a recording or log itself) and its counts. A count the run cannot show is an error, never 0."""
+    from tcx.cli import common
+    from tcx.core.cache_view import build_cache
+    from tcx.core.errors import InputError
+
+    loaded, labels, envs = load_runs({**params, "runs": None, "env": ()})
+    if common.target_failed(loaded[-1].model):
+        return loaded[-1], {}  # the check reports the failed run (exit 3)
+    pairs = tuple((lo.model, common.selection(lo)) for lo in loaded)
+    view = build_cache(*pairs[-1], earlier=pairs[:-1], labels=labels, envs=envs)
+    judged = view.judged
+    if "max_cache_misses" in budgets and judged.caches_disabled:
+        raise InputError(
+            f"{judged.model.target}: the compile caches were disabled in this run (tcx records with "
+            "them off), so its cache misses cannot be counted.",
+            hint="Check the program itself (tcx check PROGRAM runs it cold, then warm), or a recording "
+            "saved by `tcx cache PROGRAM --save FILE`.",
+        )
+    seconds = view.compile_seconds
+    if seconds is None and judged.model.compiles:
+        raise InputError(
+            f"{judged.model.target}: torch logged no compilation_metrics for its compiles, so its compile "
+            "time cannot be checked."
+        )
+    return loaded[-1], {"compile_seconds": seconds or 0.0, "cache_miss_count": view.cache_miss_count}

@@ -1,0 +1,76 @@
+"""`tcx check TARGET`: a CI gate; one `--max-*` option per row of core/budgets.BUDGETS."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from tcx.cli.views import view_command
+from tcx.core.budgets import BUDGET_TYPES, BUDGETS, WARM_RUN_BUDGETS
+from tcx.core.views import get
+
+VIEW = get("check")
+
+
+def budget_options() -> list[Callable[..., Any]]:
+    """`--max-graph-breaks N` and the others, one per budget."""
+    return [
+        click.option(
+            "--" + key.replace("_", "-"),
+            key,
+            type=BUDGET_TYPES.get(key, int),
+            default=None,
+            metavar="N",
+            help=f"Budget for {label}.",
+        )
+        for key, (_count, label) in BUDGETS.items()
+    ]
+
+
+@view_command(
+    VIEW,
+    *budget_options(),
+    click.option(
+        "--baseline",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="Fail only when this run is worse than the baseline FILE (and say what got worse).",
+    ),
+    click.option(
+        "--write-baseline",
+        type=click.Path(dir_okay=False),
+        default=None,
+        metavar="FILE",
+        help="Write this run's counts and graph breaks to FILE as the baseline.",
+    ),
+)
+def command(**params: Any) -> None:
+    from tcx.cli import common
+    from tcx.core.check import budgets_from, compare_baseline, evaluate, write_baseline
+    from tcx.core.errors import EXIT_TARGET
+    from tcx.renderers.check_output import render_check
+
+    budgets = budgets_from(params, baseline=bool(params["baseline"] or params["write_baseline"]))
+    warm = None
+    if any(key in budgets for key in WARM_RUN_BUDGETS):  # judged on a warm run, as `tcx cache` makes
+        from tcx.cli.cmd_cache import warm_run
+
+        loaded, warm = warm_run(params, [k for k in WARM_RUN_BUDGETS if k in budgets])
+    else:
+        loaded = common.load(params, VIEW.backend, VIEW.backend_reason)
+    ex = VIEW.builder()(loaded.model, common.selection(loaded))
+    result = evaluate(ex, budgets, warm)
+    if params["baseline"]:
+        result.baseline = params["baseline"]
+        result.worse_than_baseline = compare_baseline(params["baseline"], ex)
+    if params["write_baseline"]:
+        write_baseline(params["write_baseline"], ex)
+        click.echo(f"baseline written to {params['write_baseline']}", err=True)
+    render_check(result, params["fmt"], common.console(params))
+    if common.target_failed(loaded.model):
+        sys.exit(EXIT_TARGET)
+    sys.exit(result.exit_code)

@@ -1,0 +1,114 @@
+"""Record torch.compile in the program's child processes, each into a recording of its own.
+
+A program may compile in processes it starts: a multiprocessing worker (fork, spawn,
+forkserver) or a `python` subprocess. Their compiles are real compiles of the program, so
+a CI gate must count them. Each child writes `children/<pid>.tcx` next to the run's
+recording; the parent summarizes them (core/observed.py) into `child_process` events.
+
+- Forked children inherit the recorder's hooks; `os.register_at_fork` moves the inherited
+  writer to the child's own file, so the two processes never write one file.
+- Started interpreters run `sitecustomize` (core/recorder/child_site.py, copied into the
+  run's directory and put first on PYTHONPATH). When the child imports torch, it records
+  the structured trace there (`record_this_process`). A child that imports torch where
+  tcx cannot record writes `<pid>.unobserved.json`, which the report counts as not observed.
+
+Torch-free at import: the compatibility layer is imported only once torch is.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import warnings
+from pathlib import Path
+from typing import IO, Any
+
+from tcx.core.recording import RecordingWriter, write_header
+
+ENV = "TCX_CHILD_RECORDING"  # JSON: {"dir": ..., "backend": ..., "dynamic": ..., "mode": ...}
+SITE_DIR = "site"
+
+
+class ProcessWriter(RecordingWriter):
+    """A RecordingWriter that a forked child moves to a recording of its own."""
+
+    def __init__(self, path: str | Path) -> None:
+        super().__init__(path)
+        self._inherited: list[IO[str]] = []
+
+    def move_to(self, path: Path) -> None:
+        # Only the forking thread survives a fork: the lock may be held by a thread that no
+        # longer exists. The parent's file object is kept (never flushed or closed here).
+        self._lock = threading.Lock()
+        self._inherited.append(self._fh)
+        self._fh = open(path, "a", encoding="utf-8")  # noqa: SIM115 - lives as long as the process
+
+
+def install(spec: dict[str, Any], writer: ProcessWriter) -> str | None:
+    """In the recorder: make the program's child processes record themselves."""
+    directory = Path(spec["recording"]).parent / "children"
+    try:
+        directory.mkdir(exist_ok=True)
+        site = Path(spec["recording"]).parent / SITE_DIR
+        site.mkdir(exist_ok=True)
+        shutil.copyfile(Path(__file__).with_name("child_site.py"), site / "sitecustomize.py")
+    except OSError as exc:
+        return f"recording child processes is not available ({exc})"
+    config = {"dir": str(directory), **{k: spec.get(k) for k in ("backend", "dynamic", "mode")}}
+    os.environ[ENV] = json.dumps(config)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    _follow_forks(writer, directory)
+    return None
+
+
+def record_this_process(config: dict[str, Any], how: str) -> None:
+    """In a started child interpreter, right after it imported torch: record its compiles."""
+    from tcx.core.recorder import compat
+    from tcx.core.recorder.child import TraceHandler
+
+    directory = Path(config["dir"])
+    writer = ProcessWriter(_child_recording(directory, how))
+    warnings.filterwarnings(
+        "ignore", message=".*force disabled by torch.compiler.config.force_disable_caches"
+    )
+    compat.disable_compile_caches()
+    compat.override_compile(
+        config.get("backend"),
+        config.get("dynamic"),
+        config.get("mode"),
+        lambda ev: writer.write("compile_call", **ev),
+    )
+    problem = compat.attach_trace_handler(TraceHandler(writer))
+    if problem:
+        raise RuntimeError(problem)
+    _follow_forks(writer, directory)
+
+
+def _follow_forks(writer: ProcessWriter, directory: Path) -> None:
+    def after_fork_in_child() -> None:
+        try:
+            writer.move_to(_child_recording(directory, "fork"))
+        except OSError:
+            writer.move_to(Path(os.devnull))  # never write into the parent's recording
+
+    os.register_at_fork(after_in_child=after_fork_in_child)
+
+
+def _child_recording(directory: Path, how: str) -> Path:
+    path = directory / f"{os.getpid()}.tcx"
+    # A forked child runs the program's code: its argv is the program's, not the interpreter's.
+    argv = sys.argv if how == "fork" else getattr(sys, "orig_argv", sys.argv)
+    write_header(
+        path,
+        target=f"child process {os.getpid()}",
+        child={
+            "pid": os.getpid(),
+            "ppid": os.getppid(),
+            "how": how,
+            "argv": [str(a)[:200] for a in argv[:8]],
+        },
+    )
+    return path

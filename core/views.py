@@ -1,0 +1,374 @@
+"""The view registry: every view tcx has, declared once.
+
+A view declares its name, its JSON schema id, the captures a live run must install for it, the
+default backend for a live run (and why), its options, and dotted paths to `build(model,
+selection, **options)` (the typed result), `to_json(result, **options)` (its JSON document) and
+its terminal renderer `render(result, console, **options)`. The CLI commands, `tcx report`, the
+capture plan and shell completion all read this table.
+
+Importing it is cheap (no torch, no rich, no click): everything is referenced by dotted path and
+imported only when a view runs. See "Adding a view" in the README.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+DYNAMO_ONLY_REASON = (
+    "this view needs only Dynamo, and graph breaks do not depend on the backend; "
+    "--backend inductor runs the full pipeline"
+)
+GRAPHS_BACKEND = "aot_eager_decomp_partition"
+GRAPHS_REASON = (
+    "AOTAutograd with Inductor's decompositions and min-cut partitioner, without generating kernels; "
+    "--backend inductor runs the full pipeline"
+)
+REPORT_REASON = "the report shows every stage, so it runs the full pipeline; --backend eager is faster"
+GRAPH_KINDS = ("forward", "backward", "inference")
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of a view; the CLI turns it into a click option (core never imports click).
+
+    `to` says who receives the value, under `dest`: "build" (the builder), "json" (the
+    serializer), "render" (the terminal renderer), "run" (the live run's RunOptions) or "cli"
+    (the view's own command)."""
+
+    flags: tuple[str, ...]
+    dest: str
+    help: str
+    to: tuple[str, ...] = ("build",)
+    metavar: str | None = None
+    choices: tuple[str, ...] | None = None
+    multiple: bool = False
+    is_flag: bool = False
+    type: type = str
+
+
+@dataclass(frozen=True)
+class View:
+    name: str
+    schema: str
+    help: str  # the command's one-line help
+    build: str  # "module:function" -> build(model, selection, **options) -> typed result
+    to_json: str  # "module:function" -> to_json(result, **options) -> dict (envelope first)
+    render: str  # "module:function" -> render(result, console, **options): the terminal
+    captures: tuple[str, ...] = ()  # recorder captures (core/recorder/captures.CAPTURES) it reads
+    backend: str | None = "eager"  # default backend of a live run for this view
+    backend_reason: str = DYNAMO_ONLY_REASON
+    options: tuple[Option, ...] = ()
+    formats: tuple[str, ...] = ("text", "json")
+    command: str | None = None  # "module:attr" of a hand-written click command; None: generated
+    report_title: str | None = None  # its section in `tcx report` (None: not a section)
+
+    def builder(self) -> Callable[..., Any]:
+        return _resolve(self.build)
+
+    def serializer(self) -> Callable[..., dict[str, Any]]:
+        return _resolve(self.to_json)
+
+    def renderer(self) -> Callable[..., None]:
+        return _resolve(self.render)
+
+    def options_for(self, to: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The option values (from the command's params) that go to `to`."""
+        return {o.dest: params.get(o.dest) for o in self.options if to in o.to}
+
+
+def _resolve(path: str) -> Any:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+# The selectors every view takes (core/selectors.py narrows the Selection with them), and `--all`:
+# a per-compile view that would print pages about many compiles prints an index first
+# (core/run_index.py) unless a selector or --all is given.
+SELECTORS: tuple[Option, ...] = (
+    Option(
+        ("--compile", "compiles"),
+        "compiles",
+        "Only this compile id (e.g. 0/1); repeatable; a range: 3/0-3/4.",
+        to=("cli",),
+        metavar="ID",
+        multiple=True,
+    ),
+    Option(
+        ("--kernel", "kernel"),
+        "kernel",
+        "Only the compiles that generated this kernel (name or part); codegen shows only that kernel.",
+        to=("cli",),
+        metavar="NAME",
+    ),
+    Option(
+        ("--rank", "ranks"),
+        "ranks",
+        "Only this rank of a multi-rank log (repeatable).",
+        to=("cli",),
+        metavar="N",
+        multiple=True,
+        type=int,
+    ),
+    Option(
+        ("--all", "show_all"),
+        "show_all",
+        "Print everything, even when the output would be pages long (default on big runs: an index).",
+        to=("cli",),
+        is_flag=True,
+    ),
+)
+
+VIEWS: tuple[View, ...] = (
+    View(
+        name="explain",
+        schema="tcx.explain/1",
+        help="Why did TARGET graph-break, where, and what to change.",
+        build="tcx.core.explain:explain",
+        to_json="tcx.core.explain:to_json",
+        render="tcx.renderers.explain_terminal:render_explain",
+        report_title="Graph breaks",
+    ),
+    View(
+        name="check",
+        schema="tcx.check/1",
+        help="Fail (exit 1) when TARGET exceeds a budget: a CI gate on graph breaks and recompiles.",
+        build="tcx.core.explain:explain",  # then core/check.evaluate against the budgets
+        to_json="tcx.renderers.check_output:check_json",
+        render="tcx.renderers.check_output:render_text",
+        formats=("text", "json", "sarif", "github"),
+        command="tcx.cli.cmd_check:command",
+    ),
+    View(
+        name="recompiles",
+        schema="tcx.recompiles/1",
+        help="Replay the calls: which hit the cache, which recompiled, which guard failed and why.",
+        build="tcx.core.recompiles:analyze",
+        to_json="tcx.core.recompiles:to_json",
+        render="tcx.renderers.recompiles_terminal:render_recompiles",
+        captures=("recompiles",),
+        options=(
+            Option(
+                ("--what-if", "what_if"),
+                "what_if",
+                "After the run, say which cache entry would serve these inputs (same syntax as --call; "
+                "arguments left out keep the last call's values), or which guard would fail. Repeatable.",
+                to=("run",),
+                metavar="SPEC",
+                multiple=True,
+            ),
+        ),
+        command="tcx.cli.cmd_recompiles:command",
+        report_title="Recompiles",
+    ),
+    View(
+        name="guards",
+        schema="tcx.guards/1",
+        help="Every cache entry of TARGET's frames: its guards, what they protect, which line caused each.",
+        build="tcx.core.guards:build_guards",
+        to_json="tcx.core.guards:to_json",
+        render="tcx.renderers.guards_terminal:render_guards",
+        captures=("guards",),
+        options=(
+            Option(
+                ("--all-text", "full"),
+                "full",
+                "Show every guard's full text (default: one line per guard).",
+                to=("render",),
+                is_flag=True,
+            ),
+        ),
+        report_title="Guards",
+    ),
+    View(
+        name="trace",
+        schema="tcx.trace/1",
+        help="What Dynamo did while it traced TARGET: each instruction's simulated stack and FX nodes.",
+        build="tcx.core.trace_view:build_trace",
+        to_json="tcx.core.trace_view:to_json",
+        render="tcx.renderers.trace_terminal:render_trace",
+        captures=("instructions", "guards"),
+        options=(
+            Option(
+                ("--limit", "limit"),
+                "limit",
+                "Instructions shown per compile (text default 400, JSON default all; 0 = all).",
+                to=("json", "render"),
+                metavar="N",
+                type=int,
+            ),
+        ),
+        report_title="Dynamo's trace",
+    ),
+    View(
+        name="bytecode",
+        schema="tcx.bytecode/1",
+        help="Original vs Dynamo's transformed bytecode per compiled frame, as Python, and how the pieces "
+        "chain.",
+        build="tcx.core.bytecode_view:build_bytecode",
+        to_json="tcx.core.bytecode_view:to_json",
+        render="tcx.renderers.bytecode_terminal:render_bytecode",
+        captures=("bytecode",),
+        report_title="Bytecode",
+    ),
+    View(
+        name="graphs",
+        schema="tcx.graphs/1",
+        help="Per compile: the graphs, what the forward saves for backward, and what backward recomputes.",
+        build="tcx.core.graphs_view:build_graphs",
+        to_json="tcx.core.graphs_view:to_json",
+        render="tcx.renderers.graphs_terminal:render_graphs",
+        captures=("aot_graphs",),
+        backend=GRAPHS_BACKEND,
+        backend_reason=GRAPHS_REASON,
+        options=(
+            Option(
+                ("--show", "show"),
+                "show",
+                "Which graph texts to print (repeatable; default: dynamo, forward, backward, inference).",
+                to=("render",),
+                choices=("dynamo", "joint", *GRAPH_KINDS, "post_grad", "all", "none"),
+                multiple=True,
+            ),
+        ),
+        report_title="Graphs",
+    ),
+    View(
+        name="fusion",
+        schema="tcx.fusion/1",
+        help="Inductor's fusion per graph: scheduler nodes, fused groups, kernels, rejected pairs and why.",
+        build="tcx.core.fusion_view:build_fusion",
+        to_json="tcx.core.fusion_view:to_json",
+        render="tcx.renderers.fusion_terminal:render_fusion",
+        captures=("fusion", "codegen"),
+        backend="inductor",
+        backend_reason="this view shows Inductor's scheduler decisions",
+        options=(
+            Option(
+                ("--target", "target_device"),
+                "target_device",
+                "cuda[:sm_XX]: the fusion decisions of the CUDA preview (no GPU needed; needs triton).",
+                to=("cli",),
+                metavar="cpu|cuda[:sm_XX]",
+            ),
+            Option(("--graph", "graph"), "graph", "Only this graph.", choices=GRAPH_KINDS),
+        ),
+        command="tcx.cli.cmd_fusion:command",
+        report_title="Fusion",
+    ),
+    View(
+        name="codegen",
+        schema="tcx.codegen/1",
+        help="The kernels and wrapper Inductor generated for TARGET (Triton or C++), annotated.",
+        build="tcx.core.codegen_view:build_codegen",
+        to_json="tcx.core.codegen_view:to_json",
+        render="tcx.renderers.codegen_terminal:render_codegen",
+        captures=("codegen",),
+        backend="inductor",
+        backend_reason="this view shows Inductor's generated code",
+        options=(
+            Option(
+                ("--target", "target_device"),
+                "target_device",
+                "Show the code for this device: cuda[:sm_80|sm_90|...] previews the Triton kernels "
+                "and wrapper Inductor would generate for that GPU, without a GPU (needs triton).",
+                to=("cli",),
+                metavar="cpu|cuda[:sm_XX]",
+            ),
+            Option(("--graph", "graph"), "graph", "Only this graph of each compile.", choices=GRAPH_KINDS),
+            Option(
+                ("--ptx", "ptx"),
+                "ptx",
+                "With --target cuda:…: add each Triton kernel's PTX (Triton AOT).",
+                to=("cli",),
+                is_flag=True,
+            ),
+            Option(
+                ("--no-lifetimes", "no_lifetimes"),
+                "no_lifetimes",
+                "Leave out the buffer-lifetime timelines.",
+                to=("cli",),
+                is_flag=True,
+            ),
+        ),
+        command="tcx.cli.cmd_codegen:command",
+        report_title="Generated code",
+    ),
+    View(
+        name="cache",
+        schema="tcx.cache/1",
+        help="Why is my warm start slow: cache hits, misses and bypasses per compile and why, and where "
+        "compile time goes (a program runs cold, then warm; `tcx cache A B` compares two runs).",
+        build="tcx.core.cache_view:build_cache",
+        to_json="tcx.core.cache_view:to_json",
+        render="tcx.renderers.cache_terminal:render_cache",
+        # Its "caches" capture (caches on) is asked for by its command only: `tcx report` records
+        # with the caches off to see every stage, and shows its compile times here.
+        backend="inductor",
+        backend_reason="the FX graph and AOTAutograd caches are Inductor's",
+        command="tcx.cli.cmd_cache:command",
+        report_title="Compile time and caches",
+    ),
+    View(
+        name="cudagraphs",
+        schema="tcx.cudagraphs/1",
+        help='Under mode="reduce-overhead": which graphs CUDA graphs captured, and why others were skipped.',
+        build="tcx.core.cudagraphs_view:build_cudagraphs",
+        to_json="tcx.core.cudagraphs_view:to_json",
+        render="tcx.renderers.cudagraphs_terminal:render_cudagraphs",
+        captures=("cudagraphs",),
+        backend="inductor",
+        backend_reason="CUDA graphs are Inductor's",
+        options=(
+            Option(
+                ("--target", "target_device"),
+                "target_device",
+                "cuda[:sm_XX]: the compile-time decisions of the CUDA preview (no GPU needed).",
+                to=("cli",),
+                metavar="cpu|cuda[:sm_XX]",
+            ),
+        ),
+        command="tcx.cli.cmd_cudagraphs:command",
+        report_title=None,
+    ),
+    View(
+        name="report",
+        schema="tcx.report/1",
+        help="Everything tcx knows about a run: per-frame pipeline, top problems, then every view.",
+        build="tcx.core.report:build_report",
+        to_json="tcx.core.report:to_json",
+        render="tcx.renderers.report_output:render_report",
+        backend="inductor",
+        backend_reason=REPORT_REASON,
+        formats=("text", "html", "markdown", "json"),
+        command="tcx.cli.cmd_report:command",
+    ),
+    View(
+        name="diff",
+        schema="tcx.diff/1",
+        help="Compare run A with run B: breaks added/removed, recompiles, graphs, kernels, compile time.",
+        build="tcx.core.run_facts:run_facts",  # per side; core/diff.diff compares the two
+        to_json="tcx.core.diff:to_json",
+        render="tcx.renderers.diff_output:terminal",
+        formats=("text", "json", "markdown"),
+        command="tcx.cli.cmd_diff:command",
+    ),
+)
+
+_BY_NAME = {v.name: v for v in VIEWS}
+
+
+def get(name: str) -> View:
+    return _BY_NAME[name]
+
+
+def report_views() -> list[View]:
+    """The views `tcx report` shows after its overview, in reading order (explain first)."""
+    return [v for v in VIEWS if v.report_title]
+
+
+def all_captures() -> tuple[str, ...]:
+    """Every capture a view reads: `tcx report` runs the program once with all of them."""
+    return tuple(dict.fromkeys(c for v in VIEWS for c in v.captures))

@@ -1,0 +1,72 @@
+"""`tcx cudagraphs` for people: per compiled graph, captured or skipped, and why, with the user line."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.text import Text
+
+from tcx.core.cudagraphs_view import CudagraphsView
+from tcx.renderers.codegen_terminal import render_preview_notes
+from tcx.renderers.pipeline_common import header
+from tcx.renderers.safe import clean
+
+STATUS = {
+    "captured": ("captured by a CUDA-graph tree", "good"),
+    "wrapped": ("handed to CUDA graphs, not recorded in this run", "warn"),
+    "partly": (
+        "partly handed to CUDA graphs (some partitions stay outside), not recorded in this run",
+        "warn",
+    ),
+    "skipped": ("not captured", "bad"),
+    "not enabled": ("CUDA graphs not enabled for this graph", "muted"),
+}
+PREVIEW_STATUS = {
+    "wrapped": ("handed to CUDA graphs: recorded on a later call on the GPU", "good"),
+    "partly": ("partly handed to CUDA graphs: some partitions stay outside", "warn"),
+}
+
+
+def render_cudagraphs(view: CudagraphsView, console: Console) -> None:
+    captured = sum(1 for g in view.graphs if g.status == "captured")
+    header("cudagraphs", view.model, console, f"{captured} of {len(view.graphs)} graph(s) captured")
+    if view.is_preview:
+        console.print(
+            Text(
+                f"PREVIEW for {view.device.split(':', 1)[1]}: compile-time CUDA-graph decisions are "
+                "torch's own, taken on fake CUDA tensors; run-time ones (recording, checks when a graph "
+                "runs) need a GPU and are marked so.",
+                style="warn",
+            )
+        )
+        if view.preview_notes:
+            render_preview_notes(view.preview_notes, console)
+        console.print()
+    if view.unavailable:
+        console.print(Text(f"not available: {clean(view.unavailable)}", style="bad"))
+        return
+    for g in view.graphs:
+        label, style = (PREVIEW_STATUS if view.is_preview else {}).get(g.status) or STATUS.get(
+            g.status, (g.status, "muted")
+        )
+        title = Text(f"compile {clean(g.compile_id)} · {clean(g.graph)}  ", style="title")
+        title.append(label, style=style)
+        if g.captured:
+            title.append(f" ({g.captured} recording(s))", style="muted")
+        if g.partitions is not None and g.status != "not enabled":
+            title.append(
+                f"   {g.cudagraphable_partitions} of {g.partitions} partition(s) cudagraphable", style="muted"
+            )
+        console.print(title)
+        for r in g.reasons:
+            line = Text(f"    {r.category}: ", style="gbtype")
+            line.append(clean(r.text.splitlines()[0] if r.text else ""))
+            line.append(f"  [{r.decided}{', needs a GPU' if r.needs_gpu else ''}]", style="muted")
+            console.print(line)
+            if r.user_line:
+                u = r.user_line
+                console.print(
+                    Text(
+                        f"      {clean(u.get('file'))}:{u.get('line')}  {clean(u.get('code', ''))}",
+                        style="muted",
+                    )
+                )

@@ -1,0 +1,363 @@
+"""Property-based fuzzing of the input boundary: mutated TORCH_TRACE logs and recordings.
+
+Each example takes a small real log or recording from the repository, mutates a few records
+(a field of the wrong type, a missing key, a hostile string, a broken payload, a corrupt or
+reordered line), writes it to a file and reads it the way the CLI does: load it, build the
+model and every view's JSON (explain, recompiles, guards, trace, bytecode, graphs, fusion,
+codegen, the report) and print the report's JSON; a few percent also render every view's
+terminal text. Nothing may raise except tcx's own errors, which the CLI turns into a message
+and a documented exit code; anything else is exit 5 (an internal error).
+
+Deterministic (derandomized) so CI is reproducible. 10,000 examples in four tests that xdist
+runs side by side: about 100 s of CPU, under a minute on CI's two cores.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import io
+import json
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REPO, TRACE_FIXTURES
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tcx.core import fusion_view, report
+from tcx.core.analysis import RunModel, build_model
+from tcx.core.errors import TcxError
+from tcx.core.recording import load_recording
+from tcx.core.trace_log import load_trace
+from tcx.renderers.console import make_console
+from tcx.renderers.report_output import render_report
+from tcx.renderers.safe import json_text
+
+# Examples per test below; xdist runs the four side by side. 5000 + 3000 mutated logs and
+# 2 x 1000 mutated recordings: 10,000 in all.
+LOG_EXAMPLES = {"tlparse-logs": 5000, "torch2.13-logs": 3000}
+RECORDING_EXAMPLES = 1000
+# One example in a hundred also renders every view's terminal text (slow).
+RENDER_ONE_IN = 100
+
+INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"
+DATA = REPO / "tests" / "data"
+RANKS = "two ranks"  # two ranks' logs read as one directory (per-rank models, divergence)
+RANK_LOGS = [INPUTS / "multi_rank_logs" / f"dedicated_log_torch_trace_rank_{r}.log" for r in (0, 2)]
+LOG_GROUPS = {
+    "tlparse-logs": [
+        INPUTS / "comp_failure.log",
+        INPUTS / "comp_metrics.log",
+        INPUTS / "artifacts.log",
+        INPUTS / "export.log",
+    ],
+    "torch2.13-logs": [
+        DATA / "traces" / "torch2.13_eager_loop_break.log.gz",
+        DATA / "traces" / "torch2.13_eager_library_break.log.gz",
+        RANKS,
+    ],
+}
+RECORDING = DATA / "recordings" / "tiny.tcx.gz"
+# Real `what_if` and `cuda_preview` events of the same program, from `tcx recompiles --what-if`
+# and `tcx codegen --target cuda:sm_90` runs (see tests/data/README.md).
+EXTRA_EVENTS = DATA / "recordings" / "tiny_extra_events.jsonl"
+
+_PREFIX = re.compile(r"^[VIWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+ +\d+ [^\]]*\] ")
+
+FUZZ_SETTINGS = {
+    "deadline": None,
+    "derandomize": True,
+    "database": None,
+    "suppress_health_check": [
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.large_base_example,
+    ],
+}
+
+# ------------------------------------------------------------------ base inputs
+
+
+def _text(path: Path) -> str:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return fh.read()
+
+
+@functools.cache
+def log_records(path: Path) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """(glog prefix, metadata JSON, payload lines) of each record of a real log."""
+    records: list[tuple[str, str, list[str]]] = []
+    for line in _text(path).splitlines(keepends=True):
+        m = _PREFIX.match(line)
+        if m:
+            records.append((line[: m.end()], line[m.end() :].rstrip("\n"), []))
+        elif line.startswith("\t") and records:
+            records[-1][2].append(line)
+    return tuple((p, md, tuple(payload)) for p, md, payload in records)
+
+
+@functools.cache
+def recording_lines(with_extra: bool) -> tuple[str, ...]:
+    """The recording's lines. For speed, Chromium timing events (no view reads them) are left out
+    and long metadata strings (the config dumps in compilation_metrics) are cut short."""
+    lines = []
+    for line in _text(RECORDING).splitlines():
+        event = json.loads(line)
+        if "chromium_event" not in event.get("md", {}):
+            lines.append(json.dumps(_short_strings(event) if "md" in event else event))
+    if with_extra:
+        lines[-2:-2] = EXTRA_EVENTS.read_text(encoding="utf-8").splitlines()
+    return tuple(lines)
+
+
+def _short_strings(event: dict[str, Any]) -> dict[str, Any]:
+    def cut(value: Any) -> Any:
+        if isinstance(value, str):
+            return value[:200]
+        if isinstance(value, dict):
+            return {k: cut(v) for k, v in value.items()}
+        return [cut(v) for v in value] if isinstance(value, list) else value
+
+    return {**event, "md": cut(event["md"])}
+
+
+# ------------------------------------------------------------------ hostile values
+
+HOSTILE_STRINGS = [
+    "",
+    "?",
+    "0/0",
+    "1/0",
+    "!0/0/0",
+    "rank1:0/0",
+    "<script>alert(1)</script>",
+    "[bold red]x[/]",
+    "\x1b[31mred\x1b[0m\x9b2J",
+    "x \ud800 y",
+    "torch_dynamo_resume_in_f_at_3",
+    "torch_dynamo_resume_in__at_x",
+    "__compiled_fn_1",
+    "__resume_at_30_2",
+    "/etc/passwd",
+    "L['x']",
+    "tensor 'L['x']' size mismatch at index 0. expected 4, actual 8",
+    "a" * 3000,
+    "line1\nline2\r\n",
+    "NaN",
+    "-1",
+    "JUMP_FORWARD to 40",
+]
+HOSTILE_SCALARS = [None, True, False, 0, -1, 1, 7, 2**63, -(2**70), float("nan"), float("inf"), -0.0, 1.5]
+HOSTILE_COMPOUNDS = [[], {}, [None], [1, "a"], [[1, 2]], [{}], {"name": 3}, {"line": "x"}, {"": []}]
+# Whole lines that are not what a record should be.
+BAD_LINES = [
+    "",
+    "{",
+    "[]",
+    "null",
+    '"kind"',
+    "42",
+    "{}",
+    '{"kind": null}',
+    '{"kind": ["trace"]}',
+    '{"kind": "trace", "md": []}',
+    '{"kind": "trace", "md": {"str": ["a", 1]}, "payload": 3}',
+    "[" * 3000 + "]" * 3000,
+    '{"x": ' + "9" * 5000 + "}",
+    '{"kind": "source", "file": "\\ud800", "text": "\\udfff"}',
+    "\x00\x01\x02 binary",
+]
+# Characters that mean something to a parser, a terminal or a browser.
+ALPHABET = "ax09 _-./:'\"\\<>[]{}()|`*#\n\t\r\x00\x1b\x9b\u00e9\u4e2d\ud800"
+
+
+def hostile(rnd: random.Random, depth: int = 0) -> Any:
+    """A value of a type a field does not expect, or a string that attacks what shows it."""
+    roll = rnd.random()
+    if roll < 0.3:
+        return rnd.choice(HOSTILE_SCALARS)
+    if roll < 0.55:
+        return rnd.choice(HOSTILE_STRINGS)
+    if roll < 0.7:
+        return "".join(rnd.choice(ALPHABET) for _ in range(rnd.randint(0, 12)))
+    if roll < 0.85 or depth > 2:
+        return rnd.choice(HOSTILE_COMPOUNDS)
+    if rnd.random() < 0.5:
+        return [hostile(rnd, depth + 1) for _ in range(rnd.randint(1, 3))]
+    return {rnd.choice(["name", "line", "file", "kind", "x"]): hostile(rnd, depth + 1)}
+
+
+def mutated(value: Any, rnd: random.Random) -> Any:
+    """`value` with one place inside it (found by a short random walk) changed or removed."""
+    if not isinstance(value, (dict, list)) or not value or rnd.random() < 0.2:
+        how = rnd.randrange(8)
+        if how == 0:
+            return [value]
+        if how == 1:
+            return {"value": value}
+        if how == 2:
+            return str(value)
+        return hostile(rnd)
+    copy: Any = dict(value) if isinstance(value, dict) else list(value)
+    key = rnd.choice(list(copy)) if isinstance(copy, dict) else rnd.randrange(len(copy))
+    if rnd.random() < 0.15:
+        del copy[key]
+    else:
+        copy[key] = mutated(copy[key], rnd)
+    return copy
+
+
+def mutated_json_line(line: str, rnd: random.Random) -> str:
+    """One JSON line with one place inside it changed, or a bad line instead."""
+    if rnd.random() < 0.1:
+        return rnd.choice(BAD_LINES)
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):  # a bad line put there by an earlier mutation
+        return line
+    # Non-ASCII written raw (a lone surrogate becomes bytes that are not UTF-8) or \\u-escaped.
+    return json.dumps(mutated(value, rnd), ensure_ascii=rnd.random() < 0.5)
+
+
+# ------------------------------------------------------------------ mutated inputs
+# Hypothesis chooses the input, how many mutations, where and which kind; a seed per mutation
+# drives the details (few draws per example keep 10,000 examples affordable).
+
+SEEDS = st.integers(0, 2**32 - 1)
+
+
+@st.composite
+def mutated_log(draw: st.DrawFn, bases: list[Any]) -> list[tuple[str, str, tuple[str, ...]]]:
+    base = draw(st.sampled_from(bases))
+    records = list(log_records(base)) if base != RANKS else []
+    if base == RANKS:
+        for path in RANK_LOGS:
+            records.append(("FILE", path.name, ()))
+            records.extend(log_records(path))
+    for _ in range(draw(st.integers(1, 4))):
+        if not records:
+            break
+        i = draw(st.integers(0, len(records) - 1))
+        op = draw(st.integers(0, 9))
+        rnd = random.Random(draw(SEEDS))
+        prefix, md, payload = records[i]
+        if prefix == "FILE":
+            continue
+        if op <= 5:
+            records[i] = (prefix, mutated_json_line(md, rnd), payload)
+        elif op == 6:  # a payload that is not what the event's parser expects
+            cut = rnd.randint(0, len(payload))
+            text = str(hostile(rnd))
+            records[i] = (prefix, md, (*payload[:cut], *(f"\t{ln}\n" for ln in text.splitlines())))
+        elif op == 7:  # another record's payload
+            records[i] = (prefix, md, rnd.choice(records)[2])
+        elif op == 8:  # a record dropped or repeated
+            if rnd.random() < 0.5:
+                del records[i]
+            else:
+                records.insert(i, records[i])
+        else:  # two records swapped
+            j = rnd.randrange(len(records))
+            if records[j][0] != "FILE":
+                records[i], records[j] = records[j], records[i]
+    return records
+
+
+@st.composite
+def mutated_recording(draw: st.DrawFn, with_extra: bool) -> list[str]:
+    lines = list(recording_lines(with_extra))
+    for _ in range(draw(st.integers(1, 4))):
+        i = draw(st.integers(1, len(lines) - 1))  # the header's own checks are tested elsewhere
+        op = draw(st.integers(0, 9))
+        rnd = random.Random(draw(SEEDS))
+        if op <= 7:
+            lines[i] = mutated_json_line(lines[i], rnd)
+        elif op == 8:
+            j = rnd.randrange(1, len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+        else:
+            lines.insert(i, lines[i])
+    return lines
+
+
+# ------------------------------------------------------------------ the property
+
+
+def every_view(model: RunModel, render: bool) -> None:
+    """Build every view's JSON (the report builds each section's view from the registry, exactly as
+    its own command does) and the text the CLI would print; the CUDA-preview views on top. With
+    `render`, also the terminal text of every view (slow: a few percent of the examples)."""
+    rep = report.build_report(model)
+    failed = [
+        d["unavailable"] for d in rep.docs.values() if "could not be built" in str(d.get("unavailable"))
+    ]
+    assert not failed, failed
+    json_text(report.to_json(rep), indent=None).encode("utf-8")
+    if model.source_kind == "recording":  # the CUDA preview's views read recorder events only
+        json_text(fusion_view.to_json(fusion_view.build_fusion(model, device="cuda:sm_90")), indent=None)
+    if render:
+        render_report(rep, "text", make_console(io.StringIO(), color=False, width=100))
+
+
+def work_dir(factory: Any, name: str) -> Path:
+    """One directory per test, its files overwritten by each example (a directory each is slow)."""
+    where = factory.getbasetemp() / name
+    where.mkdir(exist_ok=True)
+    return where
+
+
+def read_and_view(load: Any, path: Path, kind: str, render: bool = False) -> None:
+    try:
+        model = build_model(load(path), kind)
+    except TcxError:
+        return  # a clear error with its exit code (e.g. no trace events left at all)
+    every_view(model, render)
+
+
+def test_real_inputs_fit_the_schema(tmp_path):
+    """The unmutated inputs lose no event to validation (the problems below are the mutations')."""
+    for path in [p for group in LOG_GROUPS.values() for p in group if p != RANKS] + RANK_LOGS:
+        assert not [p for p in load_trace(path).problems if "malformed" in p], path
+    lines = recording_lines(True)
+    assert '"kind": "what_if"' in "\n".join(lines) and '"kind": "cuda_preview"' in "\n".join(lines)
+    path = tmp_path / "with_extra.tcx"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    rec = load_recording(path)
+    assert rec.problems == [] and len(rec.events) == len(lines) - 1
+
+
+@pytest.mark.parametrize("group", list(LOG_GROUPS))
+def test_mutated_logs_never_raise(tmp_path_factory, group):
+    @settings(max_examples=LOG_EXAMPLES[group], **FUZZ_SETTINGS)
+    @given(records=mutated_log(LOG_GROUPS[group]), render=st.integers(1, RENDER_ONE_IN))
+    def check(records: list[tuple[str, str, tuple[str, ...]]], render: int) -> None:
+        files: list[tuple[str, list[str]]] = [("trace.log", [])]
+        for prefix, md, payload in records:
+            if prefix == "FILE":
+                files.append((md, []))
+            else:
+                files[-1][1].extend((prefix, md, "\n", *payload))
+        where = work_dir(tmp_path_factory, f"fuzz-{group}")
+        for name, parts in files[-2:] if len(files) > 1 else files:
+            (where / name).write_text("".join(parts), encoding="utf-8", errors="surrogatepass")
+        target = where if len(files) > 1 else where / "trace.log"
+        read_and_view(load_trace, target, "trace", render == 1)
+
+    check()
+
+
+@pytest.mark.parametrize("with_extra", [False, True], ids=["recording", "recording+what_if+cuda_preview"])
+def test_mutated_recordings_never_raise(tmp_path_factory, with_extra):
+    @settings(max_examples=RECORDING_EXAMPLES, **FUZZ_SETTINGS)
+    @given(lines=mutated_recording(with_extra), render=st.integers(1, RENDER_ONE_IN))
+    def check(lines: list[str], render: int) -> None:
+        path = work_dir(tmp_path_factory, f"fuzz-rec-{with_extra}") / "run.tcx"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
+        read_and_view(load_recording, path, "recording", render == 1)
+
+    check()

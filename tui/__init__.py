@@ -1,0 +1,1 @@
+"""`tcx browse`: the terminal app (textual) that walks a whole run."""
