@@ -26,15 +26,22 @@ VIEW = get("diff")
 )
 def command(**params: Any) -> None:
     from tcx.cli import common
+    from tcx.core import forked
     from tcx.core.diff import diff
     from tcx.core.errors import EXIT_BUDGET
     from tcx.renderers.diff_output import render_diff
 
-    facts = []
-    for side in ("a", "b"):
-        loaded = common.load_file(params[side])
-        facts.append(VIEW.builder()(loaded.model, common.selection(loaded)))
-    result = diff(*facts)
+    b = forked.start(side_facts, params["b"])  # B in a fork while A is read here (2+ cores)
+    facts_a = side_facts(params["a"])
+    result = diff(facts_a, forked.result(b, lambda: side_facts(params["b"])))
     render_diff(result, params["fmt"], common.console(params))
     if params["fail_on_regression"] and result.regressions:
         sys.exit(EXIT_BUDGET)
+
+
+def side_facts(path: str) -> dict[str, Any]:
+    """The facts of one side (`FILE` or `FILE:func`)."""
+    from tcx.cli import common
+
+    loaded = common.load_file(path)
+    return VIEW.builder()(loaded.model, common.selection(loaded))

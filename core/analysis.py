@@ -14,7 +14,7 @@ from tcx.core.frames import frame_origin, is_recorder_frame
 from tcx.core.graph_break_text import parse_graph_break
 from tcx.core.recording import Recording
 from tcx.core.torchtext import names
-from tcx.core.trace_events import Interner, TraceEvent, normalize, ranks_of
+from tcx.core.trace_events import Interner, TraceEvent, normalize, qualified, ranks_of
 
 # Events the views understand; anything else is kept and listed as "shown raw".
 KNOWN_EVENTS = frozenset(
@@ -109,6 +109,7 @@ class Compile:
     restart_reasons: list[str] = field(default_factory=list)
     stack: list[Frame] = field(default_factory=list)
     compile_time_s: float | None = None
+    metrics: dict[str, Any] = field(default_factory=dict)  # its first compilation_metrics, as torch wrote it
 
     @property
     def is_resume(self) -> bool:
@@ -221,11 +222,16 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
     sources = Sources(live=source_kind == "live")
     recorder_events: list[dict[str, Any]] = []
     for event in rec.events:
-        kind = event.get("kind") if isinstance(event, dict) else None
+        kind = event.get("kind") if isinstance(event, (dict, TraceEvent)) else None
         if not isinstance(kind, str):
             continue  # the loaders report malformed events; a model built in memory skips them too
         if kind == "trace":
-            ev = normalize(event.get("md") or {}, event.get("payload"), qualify_rank=multi_rank)
+            if isinstance(event, TraceEvent):  # a log's record, read straight into its TraceEvent
+                ev: TraceEvent | None = event if event.name is not None else None
+                if ev is not None and multi_rank:
+                    ev = qualified(ev)
+            else:
+                ev = normalize(event.get("md") or {}, event.get("payload"), qualify_rank=multi_rank)
             if ev is None:
                 continue
             trace_events.append(ev)
@@ -333,6 +339,7 @@ def _apply_metrics(comp: Compile, m: dict[str, Any], metrics_recompiles: list[st
     comp.recompile_reason = m.get("recompile_reason")
     comp.restart_reasons = list(m.get("restart_reasons") or [])
     comp.compile_time_s = m.get("entire_frame_compile_time_s")
+    comp.metrics = comp.metrics or m
     if comp.recompile_reason:
         metrics_recompiles.append(comp.recompile_reason)
     if comp.fail_type and not comp.co_name:

@@ -534,10 +534,8 @@ def _node_lines(model: RunModel, compile_id: str | None, cache: str) -> dict[str
 
 
 def _metrics(model: RunModel, compile_id: str | None) -> dict[str, Any]:
-    for ev in model.trace_events:
-        if ev.name == "compilation_metrics" and ev.compile_id == compile_id and isinstance(ev.body, dict):
-            return ev.body
-    return {}
+    comp = model.compiles.get(compile_id or "")
+    return comp.metrics if comp else {}
 
 
 def _metrics_config_changes(old: RunModel, new: RunModel, compile_id: str | None) -> list[Change]:

@@ -8,6 +8,7 @@ Pure and torch-free; works on live runs, saved recordings and TORCH_TRACE logs.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
 from tcx.core.frames import innermost_user_frame, parse_stack_trace
 from tcx.core.graphs_view import human_bytes
+from tcx.core.lazy_items import LazyItems
 from tcx.core.preview_notes import preview_notes
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.fx_graph import FxNode, parse_graph_nodes
@@ -29,6 +31,7 @@ from tcx.core.torchtext.output_code import (
     parse_call,
     source_nodes,
 )
+from tcx.core.trace_events import TraceEvent
 
 SCHEMA = "tcx.codegen/1"
 
@@ -129,13 +132,22 @@ class OutputCode:
 
 
 @dataclass
+class CodeSection:
+    """One generated module, parsed: its wrapper, its kernels (those `--kernel` asked for) and
+    the extern calls the wrapper makes."""
+
+    wrapper: Wrapper
+    kernels: list[Kernel]
+    extern_calls: list[ExternCall]
+
+
+@dataclass
 class CodegenView:
     model: RunModel
     selection: Selection
     device: str  # "run" (the code of what ran) or "cuda:sm_90" (a CUDA preview)
-    kernels: list[Kernel]
-    extern_calls: list[ExternCall]
-    wrappers: list[Wrapper]
+    # one per selected module, parsed when first read (core/lazy_items.py): printing streams
+    sections: Sequence[CodeSection]
     outputs: list[OutputCode]
     unavailable: str | None = None  # why the asked-for code is missing
     preview_errors: list[str] = field(default_factory=list)
@@ -144,6 +156,18 @@ class CodegenView:
     @property
     def is_preview(self) -> bool:
         return self.device.startswith("cuda:")
+
+    @property
+    def kernels(self) -> list[Kernel]:
+        return [k for s in self.sections for k in s.kernels]
+
+    @property
+    def extern_calls(self) -> list[ExternCall]:
+        return [e for s in self.sections for e in s.extern_calls]
+
+    @property
+    def wrappers(self) -> list[Wrapper]:
+        return [s.wrapper for s in self.sections]
 
     @property
     def kernel_count(self) -> int:
@@ -226,31 +250,28 @@ def build_codegen(
                 "no Inductor output code was recorded (the run used another backend, "
                 "or nothing compiled; run with --backend inductor)"
             )
-    post_grad = post_grad_index(model)
-    kernels: list[Kernel] = []
-    externs: list[ExternCall] = []
-    wrappers: list[Wrapper] = []
-    for code in outputs:
-        if (graph and code.graph != graph) or not selection.includes(code.compile_id):
-            continue
-        ks = parse_kernels(code, post_grad)
+    post_grad = PostGradNodes(model)
+
+    def section(code: OutputCode) -> CodeSection:
+        ks = parse_kernels(code, post_grad.of(code.compile_id))
         wrapper = parse_wrapper(code, {k.name for k in ks})
         _attach_call_origins(ks, wrapper, code)
-        kernels.extend(ks)
-        wrappers.append(wrapper)
-        externs.extend(
+        externs = [
             ExternCall(s.name or "?", code.compile_id, code.graph, s.text, s.source_nodes, s.aten)
             for s in wrapper.launches
             if s.kind in ("extern", "fallback")
-        )
-    if kernel:
-        kernels = [k for k in kernels if k.name == kernel or kernel in k.name]
+        ]
+        if kernel:
+            ks = [k for k in ks if k.name == kernel or kernel in k.name]
+        return CodeSection(wrapper, ks, externs)
+
+    chosen = [c for c in outputs if not (graph and c.graph != graph) and selection.includes(c.compile_id)]
     outputs = [o for o in outputs if selection.includes(o.compile_id)]
     notes = preview_notes(model, device.split(":", 1)[1]) if device.startswith("cuda:") else None
     if notes:
         notes["decisions"] = [d for d in notes["decisions"] if selection.includes(d["compile_id"])]
     return CodegenView(
-        model, selection, device, kernels, externs, wrappers, outputs, unavailable, errors, notes
+        model, selection, device, LazyItems(chosen, section), outputs, unavailable, errors, notes
     )
 
 
@@ -265,7 +286,7 @@ def _feature_note(model: RunModel, prefix: str) -> str | None:
 # --- kernels -------------------------------------------------------------------------------------
 
 
-def parse_kernels(code: OutputCode, post_grad: dict[str, dict[str, FxNode]]) -> list[Kernel]:
+def parse_kernels(code: OutputCode, post_grad: dict[str, FxNode]) -> list[Kernel]:
     kernels = []
     for name, kind, src, header in kernel_definitions(code.source):
         kkind = kernel_kind(kind, src)
@@ -285,7 +306,7 @@ def parse_kernels(code: OutputCode, post_grad: dict[str, dict[str, FxNode]]) -> 
         for key, traces in code.stack_traces.items():
             if key.rsplit(":", 1)[0] == name:
                 origins["user_lines"] = _user_lines(traces)
-        _fill_from_post_grad(origins, post_grad.get(code.compile_id or "", {}))
+        _fill_from_post_grad(origins, post_grad)
         if category == "?" and kkind == "cpp":
             category = "C++ loop (reduction)" if "reduction" in src or "tmp_acc" in src else "C++ loop"
         kernels.append(
@@ -313,15 +334,25 @@ def _user_lines(traces: Any) -> list[dict[str, Any]]:
     return sorted(lines, key=lambda e: (e["file"], e["line"]))
 
 
-def post_grad_index(model: RunModel) -> dict[str, dict[str, FxNode]]:
-    """compile_id -> post-grad node name -> its node (op, user line) from the post-grad graphs."""
-    index: dict[str, dict[str, FxNode]] = {}
-    for ev in model.trace_events:
-        if ev.name == "artifact:inductor_post_grad_graph" and ev.payload:
-            nodes = index.setdefault(ev.compile_id or "", {})
-            for node in parse_graph_nodes(ev.payload):
-                nodes.setdefault(node.name, node)
-    return index
+class PostGradNodes:
+    """Per compile id, post-grad node name -> its node (op, user line), from the post-grad
+    graphs; a compile's graphs are parsed when its code is."""
+
+    def __init__(self, model: RunModel) -> None:
+        self._events: dict[str, list[TraceEvent]] = {}
+        for ev in model.trace_events:
+            if ev.name == "artifact:inductor_post_grad_graph":
+                self._events.setdefault(ev.compile_id or "", []).append(ev)
+        self._nodes: dict[str, dict[str, FxNode]] = {}
+
+    def of(self, compile_id: str | None) -> dict[str, FxNode]:
+        cid = compile_id or ""
+        if cid not in self._nodes:
+            nodes = self._nodes[cid] = {}
+            for ev in self._events.get(cid, []):
+                for node in parse_graph_nodes(ev.payload or ""):
+                    nodes.setdefault(node.name, node)
+        return self._nodes[cid]
 
 
 def _fill_from_post_grad(origins: dict[str, Any], nodes: dict[str, FxNode]) -> None:

@@ -95,9 +95,28 @@ class Saved:
 class CompileGraphs:
     compile_id: str
     graphs: dict[str, str] = field(default_factory=dict)  # dynamo/joint/forward/backward/inference/post_grad*
-    saved: list[Saved] = field(default_factory=list)
-    recomputed: list[dict[str, Any]] = field(default_factory=list)
     partitioner_log: list[str] = field(default_factory=list)
+    # (saved, recomputed), worked out from the graphs when first asked for: a view printing
+    # many compiles streams each one as soon as it is analysed
+    _analysis: tuple[list[Saved], list[dict[str, Any]]] | None = field(default=None, repr=False)
+
+    @property
+    def saved(self) -> list[Saved]:
+        return self._analyzed()[0]
+
+    @property
+    def recomputed(self) -> list[dict[str, Any]]:
+        return self._analyzed()[1]
+
+    def _analyzed(self) -> tuple[list[Saved], list[dict[str, Any]]]:
+        if self._analysis is None:
+            if "forward" in self.graphs and "backward" in self.graphs:
+                self._analysis = saved_and_recomputed(self.graphs["forward"], self.graphs["backward"])
+            elif "forward" in self.graphs:
+                self._analysis = saved_from_forward(self.graphs["forward"]), []
+            else:
+                self._analysis = [], []
+        return self._analysis
 
     @property
     def training(self) -> bool:
@@ -190,13 +209,6 @@ def build_graphs(model: RunModel, selection: Selection | None = None) -> GraphsV
     for ev in getattr(model, "recorder_events", []):
         if ev.get("kind") == "partitioner_log" and ev.get("compile_id") in by_id:
             by_id[ev["compile_id"]].partitioner_log.append(str(ev.get("message", "")))
-    for comp in by_id.values():
-        if "forward" in comp.graphs and "backward" in comp.graphs:
-            comp.saved, comp.recomputed = saved_and_recomputed(
-                comp.graphs["forward"], comp.graphs["backward"]
-            )
-        elif "forward" in comp.graphs:
-            comp.saved = saved_from_forward(comp.graphs["forward"])
     return GraphsView(model, selection, list(by_id.values()))
 
 

@@ -9,11 +9,13 @@ own guard list, the one compilation_metrics counts, with the guard tree's text) 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
+from tcx.core.lazy_items import LazyItems
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.guards import guard_tree_leaves, tensor_match_text
 from tcx.core.torchtext.locations import guard_location
@@ -84,7 +86,7 @@ class Entry:
 class GuardsView:
     model: RunModel
     selection: Selection
-    entries: list[Entry]
+    entries: Sequence[Entry]
     unavailable: str | None
 
     @property
@@ -108,15 +110,19 @@ def build_guards(
         _live_entry(e, model, alive if saw_cache_walk else None) for e in events if e.get("kind") == "guards"
     ]
     entries = [e for e in entries if e is not None]
-    if not entries:
-        entries = [_tree_entry(ev, model) for ev in model.trace_events if ev.name == "dynamo_cpp_guards_str"]
+    trees = [] if entries else [ev for ev in model.trace_events if ev.name == "dynamo_cpp_guards_str"]
     reason = None
-    if not entries:
+    if not entries and not trees:
         features = (model.run_start or {}).get("features") or {}
         reason = features.get("guards") or "no compiled frame produced guards in this run"
-    entries = [e for e in entries if selection.includes(e.compile_id)]
-    if compile_id:
-        entries = [e for e in entries if e.compile_id == compile_id]
+
+    def wanted(cid: str | None) -> bool:
+        return selection.includes(cid) and (not compile_id or cid == compile_id)
+
+    entries = [e for e in entries if wanted(e.compile_id)]
+    if trees:  # a log's guard trees, each parsed when the view reaches it
+        trees = [ev for ev in trees if wanted(ev.compile_id)]
+        return GuardsView(model, selection, LazyItems(trees, lambda ev: _tree_entry(ev, model)), None)
     return GuardsView(model=model, selection=selection, entries=entries, unavailable=reason)
 
 

@@ -27,6 +27,7 @@ from tcx.core.ranks import (
     summarize,
 )
 from tcx.core.recording import Recording
+from tcx.core.trace_events import event_rank
 
 POOL_MIN_RANKS = 8  # below this a pool's start-up costs more than it saves
 POOL_MIN_CPUS = 4  # measured on 2 cores: forking two workers saved nothing over one pass in-process
@@ -38,7 +39,7 @@ _SHARED: Recording | None = None  # the recording the forked workers read
 def rank_report(rec: Recording, workers: int | None = None) -> tuple[list[RankSummary], Divergence | None]:
     """Per-rank summaries and the first divergence; `workers` forces the pool size (tests)."""
     global _SHARED
-    ranks = sorted({e["md"].get("rank") for e in rec.events if e.get("kind") == "trace"} - {None})
+    ranks = sorted({event_rank(e) for e in rec.events} - {None})
     if workers is None:
         cpus = os.cpu_count() or 1
         workers = min(cpus, len(ranks)) if len(ranks) >= POOL_MIN_RANKS and cpus >= POOL_MIN_CPUS else 1

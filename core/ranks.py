@@ -17,6 +17,7 @@ from typing import Any
 from tcx.core.analysis import RunModel, build_model
 from tcx.core.recording import Recording
 from tcx.core.torchtext.output_code import count_kernels
+from tcx.core.trace_events import event_rank
 
 # Object ids and addresses differ between processes even when the guards mean the same thing.
 _PROCESS_SPECIFIC = re.compile(r"\b0x[0-9a-fA-F]+\b|\b\d{6,}\b")
@@ -58,10 +59,10 @@ class Divergence:
 def split_by_rank(rec: Recording, only: Collection[int] | None = None) -> dict[int, RunModel]:
     """One model per rank (events that name no rank belong to every rank); `only` these ranks.
     One pass over the events, whatever the number of ranks."""
-    ranks = sorted({e["md"].get("rank") for e in rec.events if e.get("kind") == "trace"} - {None})
+    ranks = sorted({event_rank(e) for e in rec.events} - {None})
     per_rank: dict[Any, list[dict[str, Any]]] = {r: [] for r in ranks if only is None or r in only}
     for e in rec.events:
-        rank = e["md"].get("rank") if e.get("kind") == "trace" else None
+        rank = event_rank(e)
         if rank is None:
             for events in per_rank.values():
                 events.append(e)

@@ -505,11 +505,14 @@ def _guards_by_compile(events: list[TraceEvent]) -> dict[str, dict[str, Any]]:
     return out
 
 
+_PROMOTION_EVENTS = frozenset({"create_symbol", "guard_added_fast", "guard_added"})
+
+
 def _promotions(events: list[TraceEvent]) -> dict[str, list[Promotion]]:
     out: dict[str, list[Promotion]] = {}
     by_symbol: dict[tuple[str, str], Promotion] = {}
     for ev in events:
-        if not ev.compile_id or not isinstance(ev.body, dict):
+        if ev.name not in _PROMOTION_EVENTS or not ev.compile_id or not isinstance(ev.body, dict):
             continue
         if ev.name == "create_symbol":
             source = str(ev.body.get("source", ""))

@@ -147,7 +147,10 @@ class Recording:
     source: str = ""
 
     def of_kind(self, kind: str) -> Iterator[dict[str, Any]]:
-        return (e for e in self.events if e.get("kind") == kind)
+        if kind == "trace":
+            return (e for e in self.events if e.get("kind") == kind)
+        # a log's records (core/trace_lazy.LogRecord) are all "trace": skipped without a lookup
+        return (e for e in self.events if isinstance(e, dict) and e.get("kind") == kind)
 
     def first(self, kind: str) -> dict[str, Any] | None:
         return next(self.of_kind(kind), None)

@@ -95,20 +95,13 @@ def _phases(model: RunModel, selection: Selection) -> dict[str, float]:
     for comp in model.compiles.values():
         if not selection.includes(comp.compile_id):
             continue
-        metrics = _metrics(model, comp.compile_id)
+        metrics = comp.metrics
         for key, phase in PHASES.items():
             value = metrics.get(key)
             if isinstance(value, (int, float)):
                 seconds = value / 1e6 if key.endswith("_us") else value
                 totals[phase] = round(totals.get(phase, 0.0) + seconds, 4)
     return totals
-
-
-def _metrics(model: RunModel, compile_id: str) -> dict[str, Any]:
-    for ev in model.trace_events:
-        if ev.name == "compilation_metrics" and ev.compile_id == compile_id and isinstance(ev.body, dict):
-            return ev.body
-    return {}
 
 
 def site_key(site: dict[str, Any]) -> tuple:

@@ -8,11 +8,10 @@ compile it belongs to. File names in stacks are interned through earlier `str` e
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tcx.core.trace_lazy import PayloadRef
+    from tcx.core.trace_lazy import LazyMetadata, PayloadRef
 
 CONTEXT_KEYS = frozenset(
     {
@@ -32,18 +31,36 @@ CONTEXT_KEYS = frozenset(
 )
 
 
-@dataclass(frozen=True, slots=True)
 class TraceEvent:
-    """One structured-trace event with its compile context resolved."""
+    """One structured-trace event with its compile context resolved.
 
-    name: str  # e.g. "dynamo_start" or "artifact:dynamo_graph_break_reason"
-    body: Any  # the value under the event's key
-    md: dict[str, Any]
-    # the payload: text, zlib-compressed bytes (see pack), or a PayloadRef read on demand from a log
-    packed: str | bytes | PayloadRef | None
-    compile_id: str | None  # "frame/compile", "!ca/frame/compile" under compiled autograd
-    attempt: int
-    rank: int | None
+    `md` is the record's metadata. A log's bulky, rarely read records keep theirs on disk
+    (core/trace_lazy.LazyMetadata) and read it again each time `md` or `body` is asked for."""
+
+    __slots__ = ("_md", "attempt", "compile_id", "name", "packed", "rank")
+
+    def __init__(
+        self,
+        name: str,  # e.g. "dynamo_start" or "artifact:dynamo_graph_break_reason"
+        md: dict[str, Any] | LazyMetadata,
+        # the payload: text, zlib-compressed bytes (see pack), or a PayloadRef read on demand
+        packed: str | bytes | PayloadRef | None,
+        compile_id: str | None,  # "frame/compile", "!ca/frame/compile" under compiled autograd
+        attempt: int,
+        rank: int | None,
+    ) -> None:
+        self.name, self._md, self.packed = name, md, packed
+        self.compile_id, self.attempt, self.rank = compile_id, attempt, rank
+
+    @property
+    def md(self) -> dict[str, Any]:
+        md = self._md
+        return md if isinstance(md, dict) else md.load()
+
+    @property
+    def body(self) -> Any:
+        """The value under the event's key (`artifact` for every `artifact:NAME`)."""
+        return self.md.get("artifact" if self.name.startswith("artifact:") else self.name)
 
     @property
     def payload(self) -> str | None:
@@ -52,6 +69,12 @@ class TraceEvent:
     @property
     def frame_id(self) -> int | None:
         return self.md.get("frame_id")
+
+    def with_compile_id(self, compile_id: str | None) -> TraceEvent:
+        return TraceEvent(self.name, self._md, self.packed, compile_id, self.attempt, self.rank)
+
+    def __repr__(self) -> str:
+        return f"TraceEvent({self.name!r}, compile_id={self.compile_id!r}, attempt={self.attempt})"
 
 
 # Payloads above this size are kept compressed in memory while a log is loaded: graphs and
@@ -87,7 +110,8 @@ def compile_id_of(md: dict[str, Any]) -> str | None:
     return _IDS.setdefault(text, text)  # one string per compile id, not one per event
 
 
-# Compile ids seen so far: a large log has hundreds of thousands of events and a few thousand ids.
+# Compile ids and artifact names seen so far, one string each: a large log has hundreds of
+# thousands of events and a few thousand of these.
 _IDS: dict[str, str] = {}
 
 
@@ -114,23 +138,33 @@ def normalize(
     (`rank1:0/0`) so several ranks' compiles can live in one model without colliding."""
     if not isinstance(md, dict):
         return None
-    key = event_key(md)
-    if key is None:
+    name = event_name(md)
+    if name is None:
         return None
-    body = md[key]
-    name = key
-    if key == "artifact" and isinstance(body, dict) and body.get("name"):
-        name = f"artifact:{body['name']}"
     attempt = md.get("attempt")
     return TraceEvent(
         name=name,
-        body=body,
         md=md,
         packed=payload,
         compile_id=_qualified(compile_id_of(md), md.get("rank") if qualify_rank else None),
         attempt=attempt if isinstance(attempt, int) else 0,
         rank=md.get("rank"),
     )
+
+
+def event_name(md: dict[str, Any]) -> str | None:
+    """The event's key, or `artifact:NAME` for an artifact with a name."""
+    key = event_key(md)
+    if key == "artifact":
+        body = md[key]
+        if isinstance(body, dict) and body.get("name"):
+            return _IDS.setdefault(f"artifact:{body['name']}", f"artifact:{body['name']}")
+    return key
+
+
+def qualified(ev: TraceEvent) -> TraceEvent:
+    """The event with its rank in its compile id (see normalize's `qualify_rank`)."""
+    return ev.with_compile_id(_qualified(ev.compile_id, ev.rank))
 
 
 def _qualified(compile_id: str | None, rank: Any) -> str | None:
@@ -140,13 +174,21 @@ def _qualified(compile_id: str | None, rank: Any) -> str | None:
     return _IDS.setdefault(text, text)
 
 
-def ranks_of(events: list[dict[str, Any]]) -> list[int]:
+def event_rank(event: Any) -> Any:
+    """The rank a recording's event names: a trace event's `md.rank`, else None. A log's record
+    answers from its TraceEvent, without reading metadata it keeps on disk."""
+    if isinstance(event, TraceEvent):
+        return event.rank
+    md = event.get("md") if event.get("kind") == "trace" else None
+    return md.get("rank") if isinstance(md, dict) else None
+
+
+def ranks_of(events: list[Any]) -> list[int]:
     """The distinct ranks named by trace events (empty for a single-process run)."""
     ranks = {
         rank
         for e in events
-        if e.get("kind") == "trace" and isinstance(e.get("md"), dict)
-        for rank in [e["md"].get("rank")]
+        for rank in [event_rank(e)]
         if isinstance(rank, int) and not isinstance(rank, bool)
     }
     return sorted(ranks)

@@ -4,7 +4,8 @@ A log is scanned in chunks of CHUNK bytes, never held whole: a regular expressio
 the lines that do not start with a tab (records, and lines that are no record), the records are
 parsed and checked exactly as the eager reader (core/trace_log.py) does, and each payload
 becomes a `PayloadRef` (file, byte offset, length) whose checksum is verified during the scan.
-A view that needs a payload reads it then (`TraceEvent.payload`), from disk.
+A view that needs a payload reads it then (`TraceEvent.payload`), from disk. Each record is one
+`LogRecord`, which is also its TraceEvent; payloads of at most INLINE_BYTES are kept as text.
 
 gzip logs are decompressed once, during the scan, into an anonymous temporary file (it goes
 when tcx exits), so payloads are read from plain bytes too; a compressed stream cannot be
@@ -13,8 +14,9 @@ payloads are referenced (a file that is deleted meanwhile is still read).
 
 Reading a payload gives the same text as the eager reader: UTF-8 with invalid bytes replaced,
 line ends made `\\n`, each line's leading tab removed, lines with no tab (no record, blank)
-left out. The metadata is kept with each distinct string stored once (`shared`): on a large log
-the records' metadata, not the payloads, is what fills memory.
+left out. On a large log the records' metadata, not the payloads, is what fills memory: what
+repeats is stored once (`shared` strings, one dict per repeated context line), and the bulky
+`describe_*` metadata stays on disk (LazyMetadata).
 """
 
 from __future__ import annotations
@@ -26,16 +28,24 @@ import re
 import tempfile
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from tcx.core.event_schema import decode_json
+from tcx.core.trace_events import TraceEvent, compile_id_of, event_key, event_name
+
 CHUNK = 8 << 20
+# Payloads up to this size are kept as text: a `chromium_event`'s timer, read by the compile-time
+# views thousands of times, costs less as a short string than as a reference read from disk.
+INLINE_BYTES = 256
 SHARE_ABOVE = 128 << 20  # input bytes above which metadata strings are stored once (`shared`)
 # The newline before a line that does not start with a tab (a record, a blank line, no record);
 # a literal first character lets the regex engine skip ahead fast.
 _BOUNDARY = re.compile(rb"\n(?!\t)")
+_LENGTH_BITS = 40  # a payload's length in the low bits of PayloadRef.where, its offset above
+_LENGTH_MASK = (1 << _LENGTH_BITS) - 1
 
 
 class PayloadFile:
@@ -44,7 +54,7 @@ class PayloadFile:
     The last few payload texts read are kept (at most CACHE_BYTES): views often read the same
     payload twice in a row (`if ev.payload: parse(ev.payload)`)."""
 
-    CACHE_ITEMS, CACHE_BYTES = 16, 8 << 20
+    CACHE_ITEMS, CACHE_BYTES, UNCACHED_BYTES = 16, 8 << 20, 4096
 
     def __init__(self, fh: IO[bytes], name: str) -> None:
         self._fh = fh
@@ -54,10 +64,11 @@ class PayloadFile:
         self._cached = 0
 
     def read(self, offset: int, length: int) -> bytes:
-        with self._lock:
-            return os.pread(self._fh.fileno(), length, offset)
+        return os.pread(self._fh.fileno(), length, offset)  # positional: safe from any thread
 
     def text(self, offset: int, length: int) -> str:
+        if length <= self.UNCACHED_BYTES:  # cheaper to read again than to cache
+            return payload_text(self.read(offset, length))
         with self._lock:
             hit = self._cache.get(offset)
             if hit is not None:
@@ -88,13 +99,21 @@ class PayloadFile:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class PayloadRef:
-    """A payload left on disk: `length` bytes at `offset` of `store` (tab-indented lines).
+    """A payload left on disk: `length` bytes at `offset` of `store` (tab-indented lines), both
+    in one int (`where`): a large log has hundreds of thousands of them.
 
     It stands for its text: equal to another ref or a string with the same text."""
 
     store: PayloadFile
-    offset: int
-    length: int
+    where: int  # offset << _LENGTH_BITS | length
+
+    @property
+    def offset(self) -> int:
+        return self.where >> _LENGTH_BITS
+
+    @property
+    def length(self) -> int:
+        return self.where & _LENGTH_MASK
 
     def read(self) -> str:
         return self.store.text(self.offset, self.length)
@@ -143,42 +162,135 @@ def _has_tab_line(raw: bytes) -> bool:
     return raw.startswith(b"\t") or b"\n\t" in raw
 
 
+class LogRecord(TraceEvent):
+    """One record of a log, read straight into its TraceEvent; it also answers as the event dict
+    the eager reader makes (`kind` "trace", `md`, `payload`, `source_line`), which is what a
+    recording's events are. A large log has hundreds of thousands of records, most of them small
+    (`chromium_event`, `describe_*`): one object each, not a dict and an event."""
+
+    __slots__ = ("source_line",)
+    _KEYS = ("kind", "md", "source_line", "payload")
+
+    def __init__(
+        self, name: str | None, md: dict | LazyMetadata, payload: str | PayloadRef | None, source_line: int
+    ) -> None:
+        context = md if isinstance(md, dict) else md.context
+        attempt = context.get("attempt")
+        super().__init__(
+            name,
+            md,
+            payload,
+            compile_id_of(context),
+            attempt if isinstance(attempt, int) else 0,
+            context.get("rank"),
+        )
+        self.source_line = source_line
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self._KEYS else default
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "kind":
+            return "trace"
+        if key in self._KEYS:
+            return getattr(self, "packed" if key == "payload" else key)
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._KEYS
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to the eager reader's event dict (or another record) for the same line."""
+        if not isinstance(other, (LogRecord, Mapping)):
+            return NotImplemented
+        return all(self[k] == other.get(k) for k in self._KEYS)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class LazyMetadata:
+    """The metadata of a bulky record that no view reads but on request (`describe_tensor`,
+    `describe_storage`, `describe_source`: one per input tensor of every compile, a third of a
+    large log's records): checked during the scan, then read again from disk when asked for.
+    `context` keeps what places the record (frame, compile, attempt, rank)."""
+
+    __slots__ = ("context", "store", "where")
+
+    def __init__(self, store: PayloadFile, where: int, context: dict) -> None:
+        self.store, self.where, self.context = store, where, context
+
+    def load(self) -> dict:
+        raw = self.store.read(self.where >> _LENGTH_BITS, self.where & _LENGTH_MASK)
+        md = decode_json(raw.decode("utf-8", errors="replace"))
+        md.pop("has_payload", None)
+        if "rank" in self.context and "rank" not in md:
+            md["rank"] = self.context["rank"]
+        return md
+
+
+LAZY_METADATA = frozenset({"describe_tensor", "describe_storage", "describe_source"})
+_CONTEXT_KEYS = ("frame_id", "frame_compile_id", "attempt", "compiled_autograd_id", "rank")
+
+
+# The md5 torch appends to a record's metadata; stripped, the rest is the key of repeated metadata.
+_MD5_TAIL = re.compile(r', "has_payload": "([0-9a-f]{32})"}$')
+
+
 def scan_file(
     file: Path, rank: int | None, strings: dict[str, str] | None = None
-) -> tuple[list[dict], list[str]]:
-    """The events of one log, payloads as PayloadRefs; the same events and problems as the eager
+) -> tuple[list[LogRecord], list[str]]:
+    """The events of one log, payloads left on disk; the same events and problems as the eager
     reader (core/trace_log._read_file). With `strings` (one dict for the files of a directory)
-    the metadata's strings are stored once (`shared`): worth its time on large logs only."""
-    from tcx.core.trace_log import _PREFIX, _Tally
+    the metadata's strings are stored once (`shared`): worth its time on large logs only.
+
+    What repeats is stored once, and bulky records keep their metadata on disk
+    (_MetadataReader)."""
+    from tcx.core.trace_log import _Tally
 
     tally = _Tally(file, rank)
-    events: list[dict] = []
     try:
         source, store, copy = _source(file)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         tally.unreadable(exc)
-        return events, tally.close()
-    current: dict | None = None
-    start = 0  # file offset where `current`'s payload span starts
+        return [], tally.close()
+    events = _scan(tally, store, _chunks(source, store if copy else None), strings)
+    return events, tally.close()
+
+
+def _scan(
+    tally: Any, store: PayloadFile, chunks: Iterator[tuple[int, bytes]], strings: dict[str, str] | None
+) -> list[LogRecord]:
+    """The records in `chunks` (whole lines of the log, in order; the last payload ends where
+    `store` ends once it is read: a gzip log's copy grows while it is read)."""
+    from tcx.core.trace_log import _PREFIX
+
+    events: list[LogRecord] = []
+    meta = _MetadataReader(tally, store, strings)
+    md: dict | LazyMetadata | None = None  # the record being read: its metadata, name, md5, line
+    name: str | None = None
+    md5: str | None = None
+    md_line = 0
+    start = 0  # file offset where the record's payload span starts
     all_tabbed = True  # no line without a tab (blank, no record) in the span so far
     lineno = 0
 
     def finish(end: int) -> None:
-        if current is None:
+        if md is None:
             return
-        md5 = current["md"].get("has_payload")
         checked = isinstance(md5, str) and len(md5) == 32
         raw = store.read(start, end - start) if end > start and (checked or md5 is None) else b""
-        if md5 is None and not _has_tab_line(raw):
-            current["payload"] = None
-        else:
+        payload: str | PayloadRef | None = None
+        if md5 is not None or _has_tab_line(raw):
             if checked and not _intact(raw, md5, all_tabbed):
-                tally.checksum_failed(current)
-            current["payload"] = PayloadRef(store, start, max(end - start, 0))
-        events.append(current)
+                tally.checksum_failed(md_line)
+            if raw and len(raw) <= INLINE_BYTES:
+                payload = payload_text(raw)
+            else:
+                payload = PayloadRef(store, (start << _LENGTH_BITS) | max(end - start, 0))
+        events.append(LogRecord(name, md, payload, md_line))
 
     try:
-        for base, buf in _chunks(source, store if copy else None):
+        for base, buf in chunks:
             pos = 0  # where the lines not yet counted start
             for at in _line_starts(buf):
                 end = buf.index(b"\n", at) + 1
@@ -193,14 +305,61 @@ def scan_file(
                     all_tabbed = False
                     continue
                 finish(base + at)
-                current, start, all_tabbed = tally.record(line[pm.end() :], lineno), base + end, True
-                if current is not None and strings is not None:
-                    current["md"] = shared(current["md"], strings)
+                start, all_tabbed, md_line = base + end, True, lineno
+                name, md, md5 = meta.read(line, pm.end(), base + at, end - at, lineno)
             lineno += buf.count(b"\n", pos)
         finish(store.size())
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         tally.unreadable(exc)  # the record being read is dropped, as the eager reader does
-    return events, tally.close()
+    return events
+
+
+class _MetadataReader:
+    """Record lines to metadata, with what repeats stored once: metadata whose event body is
+    empty (`{"chromium_event": {}, "frame_id": 3, ...}`, torch repeats it for every such
+    record of a compile) is decoded and checked once per distinct line (less the md5), and its
+    records share one dict; LAZY_METADATA records keep theirs on disk (LazyMetadata), with
+    one context dict per compile."""
+
+    REPEATED_MAX = 100_000  # distinct repeated lines kept per log (a few per compile)
+
+    def __init__(self, tally: Any, store: PayloadFile, strings: dict[str, str] | None) -> None:
+        self.tally, self.store, self.strings = tally, store, strings
+        self.repeated: dict[str, tuple[str | None, dict]] = {}
+        self.contexts: dict[tuple, dict] = {}
+
+    def read(
+        self, line: str, json_at: int, offset: int, size: int, lineno: int
+    ) -> tuple[str | None, dict | LazyMetadata | None, Any]:
+        """(event name, metadata, md5) of the record line at `offset` (`size` bytes) of the file,
+        its JSON from character `json_at`; metadata None when the line was reported as bad."""
+        text = line[json_at:].rstrip("\n")
+        tail = _MD5_TAIL.search(text)
+        key = text[: tail.start()] + "}" if tail else text
+        hit = self.repeated.get(key)
+        if hit is not None:
+            return hit[0], hit[1], tail.group(1) if tail else None
+        md = self.tally.metadata(text, lineno)
+        if md is None:
+            return None, None, None
+        md5 = md.pop("has_payload", None)
+        name = event_name(md)
+        if name in LAZY_METADATA:
+            head = len(line[:json_at].encode("utf-8"))
+            where = ((offset + head) << _LENGTH_BITS) | (size - head)
+            return name, LazyMetadata(self.store, where, self._context(md)), md5
+        if self.strings is not None:
+            md = shared(md, self.strings)
+        if md.get(event_key(md)) == {} and len(self.repeated) < self.REPEATED_MAX:
+            self.repeated[key] = (name, md)
+        return name, md, md5
+
+    def _context(self, md: dict) -> dict:
+        values = tuple(md.get(k) for k in _CONTEXT_KEYS)
+        context = self.contexts.get(values)
+        if context is None:
+            context = self.contexts[values] = {k: md[k] for k in _CONTEXT_KEYS if k in md}
+        return context
 
 
 _EMPTY: dict = {}  # the one empty object of the metadata (records are read, never changed)

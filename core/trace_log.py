@@ -2,7 +2,10 @@
 
 Each record is a glog-prefixed line whose JSON is the structured-trace metadata, followed
 by the payload as tab-indented lines. The events become `trace` events, exactly like the
-live recorder writes, so every view works the same on logs. Nothing is executed; bad
+live recorder writes, so every view works the same on logs. `has_payload` (the payload's md5)
+is checked while reading and then dropped from the metadata: it is the log's checksum, not a
+fact about the compile, and without it the metadata torch repeats (thousands of
+`chromium_event`s with the same context) is one object (core/trace_lazy.py). Nothing is executed; bad
 lines, and records with a field of the wrong type (core/event_schema.py), are reported with
 file and line and skipped, and the rest is still read.
 """
@@ -15,6 +18,7 @@ import json
 import os
 import re
 import stat
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
@@ -22,7 +26,7 @@ from typing import IO
 from tcx.core.errors import InputError
 from tcx.core.event_schema import MAX_REPORTED, decode_json, trace_problem
 from tcx.core.recording import Recording
-from tcx.core.trace_events import pack, unpack
+from tcx.core.trace_events import TraceEvent, event_name, pack, unpack
 
 _PREFIX = re.compile(r"^[VIWEF]\d{4} \d{2}:\d{2}:\d{2}\.\d+ +\d+ [^\]]*\] ")
 _RANK = re.compile(r"rank_(\d+)")
@@ -58,8 +62,8 @@ def load_trace(path: str | Path, *, lazy: bool = True) -> Recording:
             hint="TORCH_TRACE logs are written by running a program with TORCH_TRACE=DIR set.",
         )
     for ev in events:
-        tv = ev["md"].get("artifact", {}) if isinstance(ev["md"].get("artifact"), dict) else {}
-        if tv.get("name") == "torch_version" and ev.get("payload"):
+        name = ev.name if isinstance(ev, TraceEvent) else event_name(ev["md"])
+        if name == "artifact:torch_version" and ev.get("payload"):
             torch_version = _torch_version(unpack(ev["payload"]) or "")
     header = {
         "format": "torch-trace",
@@ -81,9 +85,8 @@ def _torch_version(payload: str) -> str:
     return str(value).strip()
 
 
-def _payload_intact(payload: str, md: dict) -> bool:
+def _payload_intact(payload: str, md5: object) -> bool:
     """Check a payload against the md5 torch put in `has_payload` (the last newline is the record's)."""
-    md5 = md.get("has_payload")
     if not (isinstance(md5, str) and len(md5) == 32):
         return True
     text = payload[:-1] if payload.endswith("\n") else payload
@@ -129,57 +132,68 @@ def _open(file: Path) -> IO[str]:
     return file.open("r", encoding="utf-8", errors="replace")
 
 
+# Problems of these kinds are listed one by one up to the limit per file; the rest are counted.
+_LISTED = {"junk": 3, "malformed": MAX_REPORTED}
+
+
 class _Tally:
     """What both readers (this eager one, and core/trace_lazy.py) share: a non-payload line turned
-    into a record or a problem, and the per-file counts of bad lines."""
+    into a record or a problem, and the per-file problems (how many of a kind are listed is
+    decided when the tally is closed)."""
 
     def __init__(self, file: Path, rank: int | None) -> None:
         self.file, self.rank = file, rank
-        self.problems: list[str] = []
-        self.bad_run = 0
-        self.malformed = 0
+        self.entries: list[tuple[int | None, str, str]] = []  # (line, kind, what), in order
+        self.counts: Counter[str] = Counter()
+
+    def _add(self, kind: str, lineno: int | None, what: str) -> None:
+        self.counts[kind] += 1
+        if self.counts[kind] <= _LISTED.get(kind, self.counts[kind]):
+            self.entries.append((lineno, kind, what))
 
     def junk(self, line: str, lineno: int) -> None:
         if line.strip():
-            self.bad_run += 1
-            if self.bad_run <= 3:
-                self.problems.append(f"{self.file.name}:{lineno}: not a trace record")
+            self._add("junk", lineno, "not a trace record")
 
-    def record(self, md_text: str, lineno: int) -> dict | None:
-        """The event of a glog-prefixed line (its JSON after the prefix), or None (reported)."""
+    def metadata(self, md_text: str, lineno: int) -> dict | None:
+        """The metadata of a glog-prefixed line (its JSON after the prefix), or None (reported)."""
         try:
             md = decode_json(md_text)
         except ValueError as exc:
-            self.problems.append(f"{self.file.name}:{lineno}: corrupted JSON ({_json_error(exc)})")
+            self._add("json", lineno, f"corrupted JSON ({_json_error(exc)})")
             return None
         if not isinstance(md, dict):
-            self.problems.append(f"{self.file.name}:{lineno}: trace record is not a JSON object")
+            self._add("json", lineno, "trace record is not a JSON object")
             return None
         why = trace_problem(md)
         if why is not None:
-            self.malformed += 1
-            if self.malformed <= MAX_REPORTED:
-                self.problems.append(f"{self.file.name}:{lineno}: malformed trace record skipped ({why})")
+            self._add("malformed", lineno, f"malformed trace record skipped ({why})")
             return None
         if self.rank is not None and "rank" not in md:
             md["rank"] = self.rank
-        return {"kind": "trace", "md": md, "source_line": lineno}
+        return md
 
-    def checksum_failed(self, event: dict) -> None:
-        line = event["source_line"]
-        self.problems.append(f"{self.file.name}:{line}: payload does not match its checksum (corrupted?)")
+    def checksum_failed(self, line: int) -> None:
+        self._add("checksum", line, "payload does not match its checksum (corrupted?)")
 
     def unreadable(self, exc: Exception) -> None:
-        self.problems.append(f"{self.file.name}: cannot read ({exc})")
+        self._add("unreadable", None, f"cannot read ({exc})")
 
     def close(self) -> list[str]:
-        if self.bad_run > 3:
-            self.problems.append(f"{self.file.name}: {self.bad_run} lines in all were not trace records")
-        if self.malformed > MAX_REPORTED:
-            self.problems.append(
-                f"{self.file.name}: {self.malformed} malformed trace records in all were skipped"
+        listed: Counter[str] = Counter()
+        problems = []
+        for lineno, kind, what in self.entries:
+            listed[kind] += 1
+            if listed[kind] <= _LISTED.get(kind, listed[kind]):
+                where = self.file.name if lineno is None else f"{self.file.name}:{lineno}"
+                problems.append(f"{where}: {what}")
+        if self.counts["junk"] > _LISTED["junk"]:
+            problems.append(f"{self.file.name}: {self.counts['junk']} lines in all were not trace records")
+        if self.counts["malformed"] > MAX_REPORTED:
+            problems.append(
+                f"{self.file.name}: {self.counts['malformed']} malformed trace records in all were skipped"
             )
-        return self.problems
+        return problems
 
 
 def _read_file(file: Path, rank: int | None) -> tuple[list[dict], list[str]]:
@@ -191,13 +205,11 @@ def _read_file(file: Path, rank: int | None) -> tuple[list[dict], list[str]]:
 
     def finish() -> None:
         if current is not None:
-            current["payload"] = (
-                "".join(payload) if current["md"].get("has_payload") is not None or payload else None
-            )
-            if current["payload"] is not None and not _payload_intact(current["payload"], current["md"]):
-                tally.checksum_failed(current)
-            if current["payload"] is not None:
-                current["payload"] = pack(current["payload"])
+            md5 = current["md"].pop("has_payload", None)
+            text = "".join(payload) if md5 is not None or payload else None
+            if text is not None and not _payload_intact(text, md5):
+                tally.checksum_failed(current["source_line"])
+            current["payload"] = pack(text) if text is not None else None
             events.append(current)
 
     try:
@@ -212,7 +224,9 @@ def _read_file(file: Path, rank: int | None) -> tuple[list[dict], list[str]]:
                     tally.junk(line, lineno)
                     continue
                 finish()
-                current, payload = tally.record(line[m.end() :], lineno), []
+                md = tally.metadata(line[m.end() :], lineno)
+                current = None if md is None else {"kind": "trace", "md": md, "source_line": lineno}
+                payload = []
             finish()
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         tally.unreadable(exc)

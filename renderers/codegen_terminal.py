@@ -33,7 +33,8 @@ STEP_STYLE = {
 def render_codegen(
     view: CodegenView, console: Console, *, lifetimes: bool = True, only_kernel: str | None = None
 ) -> None:
-    extra = f"{view.kernel_count} kernel(s), {len(view.extern_calls)} extern call(s)"
+    # The totals come last: each module is parsed as it is printed (the output streams).
+    extra = f"{len(view.sections)} generated module(s)"
     header("codegen", view.model, console, extra, function=view.selection.function)
     if view.is_preview:
         arch = view.device.split(":", 1)[1]
@@ -50,8 +51,10 @@ def render_codegen(
     for err in view.preview_errors:
         console.print(Text(f"preview failed for {clean(err)}", style="bad"))
     seen = Seen()  # a kernel repeated across recompiles is printed once
-    for wrapper in view.wrappers:
-        kernels = [k for k in view.kernels if k.compile_id == wrapper.compile_id and k.graph == wrapper.graph]
+    kernel_count = extern_count = 0
+    for section in view.sections:
+        wrapper, kernels = section.wrapper, section.kernels
+        kernel_count, extern_count = kernel_count + len(kernels), extern_count + len(section.extern_calls)
         title = Text(
             f"compile {clean(wrapper.compile_id)} · {wrapper.graph} · {clean(wrapper.device)}", style="title"
         )
@@ -69,6 +72,7 @@ def render_codegen(
         if lifetimes:
             render_lifetimes(wrapper, console)
         console.print()
+    console.print(Text(f"in all: {kernel_count} kernel(s), {extern_count} extern call(s)", style="muted"))
 
 
 def render_preview_notes(notes: dict, console: Console) -> None:

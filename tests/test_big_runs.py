@@ -8,13 +8,16 @@ bench/make_ranks.py makes). No timing here: speed is measured by `make bench`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import io
+import itertools
 import json
 import re
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -133,23 +136,66 @@ def test_an_identical_kernel_is_printed_once_then_referred_to(tmp_path):
     )
 
 
-def test_streamed_output_equals_the_whole_output():
-    """Each block goes out as it is rendered (many writes, not one at the end), and what was
-    written is exactly what the console recorded as the whole output."""
+class _Sink(io.StringIO):
+    """A console's file that notes how much had been written when each compile was parsed."""
 
-    class Writes(io.StringIO):
-        count = 0
+    def __init__(self) -> None:
+        super().__init__()
+        self.written_at_parse: list[int] = []
 
-        def write(self, s: str) -> int:
-            self.count += 1
-            return super().write(s)
+    def spy(self, fn: Any) -> Any:
+        def parse(*args: Any, **kwargs: Any) -> Any:
+            self.written_at_parse.append(len(self.getvalue()))
+            return fn(*args, **kwargs)
 
-    sink = Writes()
-    console = Console(file=sink, record=True, width=100, theme=THEME, color_system=None)
-    view = build_codegen(build_model(load_trace(MULTI), "trace"))
-    render_codegen(view, console)
-    assert sink.count > len(view.wrappers)
-    assert sink.getvalue() == console.export_text()
+        return parse
+
+
+def _render(render: Any, view: Any, sink: io.StringIO) -> None:
+    render(view, Console(file=sink, width=100, theme=THEME, color_system=None))
+
+
+@pytest.mark.parametrize("which", ["codegen", "guards"])
+def test_each_compile_is_parsed_after_the_one_before_was_printed_and_the_output_is_the_same(
+    monkeypatch, which
+):
+    """Streaming: compile k is parsed only once compile k-1 is on the screen, and what a user sees
+    is exactly what the view prints when every compile is parsed before printing."""
+    from tcx.core import codegen_view, guards
+    from tcx.renderers.guards_terminal import render_guards
+
+    model = build_model(load_trace(MULTI), "trace")
+    if which == "codegen":
+        module, parser, build, render, items = (
+            codegen_view,
+            "parse_kernels",
+            build_codegen,
+            render_codegen,
+            "sections",
+        )
+    else:
+        module, parser, build, render, items = (
+            guards,
+            "parse_guard_tree",
+            guards.build_guards,
+            render_guards,
+            "entries",
+        )
+    whole = build(model)
+    parsed_first = dataclasses.replace(whole, **{items: list(getattr(whole, items))})
+    expected = io.StringIO()
+    _render(render, parsed_first, expected)
+
+    sink = _Sink()
+    monkeypatch.setattr(module, parser, sink.spy(getattr(module, parser)))
+    streamed = build(model)
+    assert sink.written_at_parse == []  # building parses nothing
+    _render(render, streamed, sink)
+    marks = sink.written_at_parse
+    assert len(marks) == len(getattr(streamed, items)) > 5
+    assert marks[0] > 0  # the header is out before the first compile is parsed
+    assert all(a < b for a, b in itertools.pairwise(marks))  # each compile printed before the next is parsed
+    assert sink.getvalue() == expected.getvalue()
 
 
 # --- summary first, and the same selectors on every view -----------------------------------------
@@ -263,10 +309,15 @@ def test_lazy_payloads_read_the_same_text_as_eager_ones(tmp_path, which):
     assert refs > 0  # the lazy events hold references, not text
 
 
-def test_a_lazy_log_holds_no_payload_text_in_memory():
+def test_a_lazy_log_holds_no_payload_text_in_memory_but_short_ones():
+    from tcx.core.trace_lazy import INLINE_BYTES
+
     rec = load_trace(MULTI)
-    held = sum(len(e["payload"]) for e in rec.events if isinstance(e.get("payload"), (str, bytes)))
-    assert held == 0
+    held = [e["payload"] for e in rec.events if isinstance(e.get("payload"), (str, bytes))]
+    refs = [e["payload"] for e in rec.events if e.get("payload") is not None and e["payload"] not in held]
+    assert held and refs  # this log has both
+    assert all(len(p) <= INLINE_BYTES for p in held)
+    assert all(len(r) > INLINE_BYTES for r in refs if not isinstance(r, (str, bytes)))
 
 
 # --- the HTML report -----------------------------------------------------------------------------
@@ -318,13 +369,14 @@ def test_the_rank_table_is_never_cut(tmp_path):
 
 
 def test_shared_metadata_strings_are_stored_once_and_read_the_same():
-    from tcx.core.trace_lazy import scan_file
+    from tcx.core.trace_lazy import LAZY_METADATA, scan_file
 
     strings: dict[str, str] = {}
     shared_events, _ = scan_file(SIMPLE, None, strings)
     plain, _ = scan_file(SIMPLE, None)
     assert [e["md"] for e in shared_events] == [e["md"] for e in plain]
-    keys = [k for e in shared_events for k in e["md"] if k == "frame_id"]
+    kept = [e for e in shared_events if e.name not in LAZY_METADATA]  # the rest is read from disk
+    keys = [k for e in kept for k in e["md"] if k == "frame_id"]
     assert len(keys) > 10 and all(k is keys[0] for k in keys)  # one string object, not one per record
     unshared = [k for e in plain for k in e["md"] if k == "frame_id"]
     assert not all(k is unshared[0] for k in unshared)

@@ -97,6 +97,12 @@ def narrowed(model: RunModel, selection: Selection, compile_ids: tuple[str, ...]
 
 def _narrow_result(result: Any, detail: Detail) -> Any:
     """Keep what the item is about: its compiles' breaks (`focus`), one break site, one kernel."""
+    if detail.kernel is not None and hasattr(result, "sections"):  # the codegen view
+        sections = [
+            dataclasses.replace(s, kernels=[k for k in s.kernels if k.name == detail.kernel])
+            for s in result.sections
+        ]
+        return dataclasses.replace(result, sections=sections)
     if detail.kernel is not None and hasattr(result, "kernels"):
         return dataclasses.replace(result, kernels=[k for k in result.kernels if k.name == detail.kernel])
     if not detail.focus or not hasattr(result, "sites"):
