@@ -15,6 +15,7 @@ from tcx.core.graph_break_text import parse_graph_break
 from tcx.core.recording import Recording
 from tcx.core.torchtext import names
 from tcx.core.trace_events import Interner, TraceEvent, normalize, qualified, ranks_of
+from tcx.core.trace_lazy import LogRecord
 
 # Events the views understand; anything else is kept and listed as "shown raw".
 KNOWN_EVENTS = frozenset(
@@ -222,11 +223,11 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
     sources = Sources(live=source_kind == "live")
     recorder_events: list[dict[str, Any]] = []
     for event in rec.events:
-        kind = event.get("kind") if isinstance(event, (dict, TraceEvent)) else None
+        kind = event.get("kind") if isinstance(event, (dict, LogRecord)) else None
         if not isinstance(kind, str):
             continue  # the loaders report malformed events; a model built in memory skips them too
         if kind == "trace":
-            if isinstance(event, TraceEvent):  # a log's record, read straight into its TraceEvent
+            if isinstance(event, LogRecord):  # read straight into its TraceEvent
                 ev: TraceEvent | None = event if event.name is not None else None
                 if ev is not None and multi_rank:
                     ev = qualified(ev)
