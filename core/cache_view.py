@@ -337,6 +337,12 @@ def _default_labels(n: int) -> list[str]:
 
 
 def _run(label: str, model: RunModel, selection: Selection, env: dict[str, str]) -> RunCaches:
+    times = {cid: t for cid, t in compile_times(model).items() if selection.includes(cid)}
+    return RunCaches(label, model, selection, env, _lookups(model, selection), times, _caches_disabled(model))
+
+
+def _lookups(model: RunModel, selection: Selection) -> list[Lookup]:
+    """Every cache lookup torch logged for the selected compiles, in log order."""
     lookups: list[Lookup] = []
     seen: dict[tuple[Any, ...], int] = {}
     for ev in model.trace_events:
@@ -351,8 +357,7 @@ def _run(label: str, model: RunModel, selection: Selection, env: dict[str, str])
         seen[base] = seen.get(base, -1) + 1
         lookup.slot = (*base, seen[base])
         lookups.append(lookup)
-    times = {cid: t for cid, t in compile_times(model).items() if selection.includes(cid)}
-    return RunCaches(label, model, selection, env, lookups, times, _caches_disabled(model))
+    return lookups
 
 
 def _json(payload: str | None) -> dict[str, Any]:
@@ -607,9 +612,8 @@ def to_json(view: CacheView) -> dict[str, Any]:
 
 def cache_counts(model: RunModel, selection: Selection | None = None) -> dict[str, dict[str, int]]:
     """Lookups per cache and state in one run (`tcx diff` and baselines compare them)."""
-    run = _run("run", model, selection or whole_run(model), {})
     out: dict[str, dict[str, int]] = {}
-    for lk in run.lookups:
+    for lk in _lookups(model, selection or whole_run(model)):
         states = out.setdefault(lk.cache, {})
         states[lk.state] = states.get(lk.state, 0) + 1
     return out

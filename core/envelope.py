@@ -58,11 +58,11 @@ def run_device(m: RunModel, selection: Selection | None = None) -> str | None:
             return name.split("=", 1)[1]
     types: list[str] = []
     for ev in m.trace_events:
-        if ev.name != "describe_tensor" or not isinstance(ev.body, dict):
+        if ev.name != "describe_tensor":
             continue
         if selection is not None and not selection.includes(ev.compile_id):
             continue
-        match = _DEVICE_TYPE.search(str(ev.body.get("device") or ""))
+        match = _DEVICE_TYPE.search(str(ev.body_field("device") or ""))
         if match and match.group("type") not in types:
             types.append(match.group("type"))
     return ",".join(types) or None

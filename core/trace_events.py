@@ -62,6 +62,15 @@ class TraceEvent:
         """The value under the event's key (`artifact` for every `artifact:NAME`)."""
         return self.md.get("artifact" if self.name.startswith("artifact:") else self.name)
 
+    def body_field(self, key: str) -> Any:
+        """`body[key]` (None when the body is not an object or lacks it); a record whose metadata
+        is on disk answers the fields it kept (core/trace_lazy.KEPT_FIELDS) without reading it."""
+        md = self._md
+        if not isinstance(md, dict) and key in md.kept:
+            return md.kept[key]
+        body = self.body
+        return body.get(key) if isinstance(body, dict) else None
+
     @property
     def payload(self) -> str | None:
         return unpack(self.packed)

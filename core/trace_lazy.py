@@ -146,13 +146,17 @@ def _has_untabbed(text: str) -> bool:
     return body.count("\n") != body.count("\n\t")
 
 
-def _intact(raw: bytes, md5: str, all_tabbed: bool) -> bool:
-    """The payload against the md5 torch put in `has_payload` (the last newline is the record's).
-    Torch hashed the payload's UTF-8 bytes: when every line is tab-indented (the scan saw no other
-    line in the span) they are the file's bytes less the tabs, hashed without decoding."""
+def _intact(raw: bytes, md5: str, all_tabbed: bool, lines: int) -> bool:
+    """The payload (`lines` lines) against the md5 torch put in `has_payload` (the last newline
+    is the record's). Torch hashed the payload's UTF-8 bytes: when every line is tab-indented (the
+    scan saw no other line in the span) they are the file's bytes less the tabs, hashed without
+    decoding; with no tab but those (as many tabs as lines), every tab goes (`translate`, twice
+    as fast as replacing each newline-tab)."""
     body = raw[:-1] if raw.endswith(b"\n") else raw
     if all_tabbed and raw.startswith(b"\t") and b"\r" not in raw:
-        return hashlib.md5(body[1:].replace(b"\n\t", b"\n"), usedforsecurity=False).hexdigest() == md5
+        only_indents = raw.count(b"\t") == lines
+        plain = body.translate(None, b"\t") if only_indents else body[1:].replace(b"\n\t", b"\n")
+        return hashlib.md5(plain, usedforsecurity=False).hexdigest() == md5
     text = payload_text(raw)
     text = text[:-1] if text.endswith("\n") else text
     return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest() == md5
@@ -212,12 +216,13 @@ class LazyMetadata:
     """The metadata of a bulky record that no view reads but on request (`describe_tensor`,
     `describe_storage`, `describe_source`: one per input tensor of every compile, a third of a
     large log's records): checked during the scan, then read again from disk when asked for.
-    `context` keeps what places the record (frame, compile, attempt, rank)."""
+    `context` keeps what places the record (frame, compile, attempt, rank); `kept` the body's
+    fields that views read for every such record (KEPT_FIELDS), so they need no disk read."""
 
-    __slots__ = ("context", "store", "where")
+    __slots__ = ("context", "kept", "store", "where")
 
-    def __init__(self, store: PayloadFile, where: int, context: dict) -> None:
-        self.store, self.where, self.context = store, where, context
+    def __init__(self, store: PayloadFile, where: int, context: dict, kept: dict[str, str]) -> None:
+        self.store, self.where, self.context, self.kept = store, where, context, kept
 
     def load(self) -> dict:
         raw = self.store.read(self.where >> _LENGTH_BITS, self.where & _LENGTH_MASK)
@@ -229,6 +234,8 @@ class LazyMetadata:
 
 
 LAZY_METADATA = frozenset({"describe_tensor", "describe_storage", "describe_source"})
+# Fields of a lazy record's body kept in memory (text only): `run_device` reads every tensor's.
+KEPT_FIELDS = {"describe_tensor": ("device",)}
 _CONTEXT_KEYS = ("frame_id", "frame_compile_id", "attempt", "compiled_autograd_id", "rank")
 
 
@@ -274,14 +281,14 @@ def _scan(
     all_tabbed = True  # no line without a tab (blank, no record) in the span so far
     lineno = 0
 
-    def finish(end: int) -> None:
+    def finish(end: int, lines: int) -> None:
         if md is None:
             return
         checked = isinstance(md5, str) and len(md5) == 32
         raw = store.read(start, end - start) if end > start and (checked or md5 is None) else b""
         payload: str | PayloadRef | None = None
         if md5 is not None or _has_tab_line(raw):
-            if checked and not _intact(raw, md5, all_tabbed):
+            if checked and not _intact(raw, md5, all_tabbed, lines):
                 tally.checksum_failed(md_line)
             if raw and len(raw) <= INLINE_BYTES:
                 payload = payload_text(raw)
@@ -304,11 +311,11 @@ def _scan(
                     tally.junk(line, lineno)
                     all_tabbed = False
                     continue
-                finish(base + at)
+                finish(base + at, lineno - md_line - 1)
                 start, all_tabbed, md_line = base + end, True, lineno
                 name, md, md5 = meta.read(line, pm.end(), base + at, end - at, lineno)
             lineno += buf.count(b"\n", pos)
-        finish(store.size())
+        finish(store.size(), lineno - md_line)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         tally.unreadable(exc)  # the record being read is dropped, as the eager reader does
     return events
@@ -327,6 +334,7 @@ class _MetadataReader:
         self.tally, self.store, self.strings = tally, store, strings
         self.repeated: dict[str, tuple[str | None, dict]] = {}
         self.contexts: dict[tuple, dict] = {}
+        self.kept: dict[tuple, dict[str, str]] = {}
 
     def read(
         self, line: str, json_at: int, offset: int, size: int, lineno: int
@@ -347,12 +355,23 @@ class _MetadataReader:
         if name in LAZY_METADATA:
             head = len(line[:json_at].encode("utf-8"))
             where = ((offset + head) << _LENGTH_BITS) | (size - head)
-            return name, LazyMetadata(self.store, where, self._context(md)), md5
+            return name, LazyMetadata(self.store, where, self._context(md), self._kept(name, md)), md5
         if self.strings is not None:
             md = shared(md, self.strings)
         if md.get(event_key(md)) == {} and len(self.repeated) < self.REPEATED_MAX:
             self.repeated[key] = (name, md)
         return name, md, md5
+
+    def _kept(self, name: str, md: dict) -> dict[str, str]:
+        body = md.get(name)
+        fields = KEPT_FIELDS.get(name, ())
+        if not isinstance(body, dict) or not fields:
+            return _EMPTY
+        kept = tuple((k, body[k]) for k in fields if isinstance(body.get(k), str))
+        known = self.kept.get(kept)  # a few distinct values (devices) per log: one dict each
+        if known is None:
+            known = self.kept[kept] = dict(kept)
+        return known
 
     def _context(self, md: dict) -> dict:
         values = tuple(md.get(k) for k in _CONTEXT_KEYS)

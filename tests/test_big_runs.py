@@ -309,6 +309,48 @@ def test_lazy_payloads_read_the_same_text_as_eager_ones(tmp_path, which):
     assert refs > 0  # the lazy events hold references, not text
 
 
+def test_checksums_hold_for_payloads_with_tabs_of_their_own(tmp_path):
+    """The scan drops every tab of a payload at once when the only tabs are the line indents;
+    a tab inside a line (Python source, a TSV table) must survive into what is hashed and read."""
+    import hashlib
+
+    def record(line: int, payload: str, md5: str | None = None) -> str:
+        md5 = md5 or hashlib.md5(payload.encode("utf-8")).hexdigest()
+        head = f"V1206 15:18:15.925000 1500233 torch/_dynamo/utils.py:{line}] "
+        body = "".join(f"\t{part}\n" for part in payload.split("\n"))
+        return (
+            head
+            + json.dumps({"artifact": {"name": f"a{line}", "encoding": "string"}, "has_payload": md5})
+            + "\n"
+            + body
+        )
+
+    log = tmp_path / "tabs.log"
+    log.write_text(
+        record(1, "def f(x):\n\treturn x\t# a tab")  # tabs of its own, intact
+        + record(2, "plain\nlines")  # indent tabs only, intact
+        + record(3, "a\tb\nc", md5=hashlib.md5(b"ab\nc").hexdigest())  # the inner tab was dropped
+        + record(4, "x\ny", md5="0" * 32),  # damaged
+        encoding="utf-8",
+    )
+    lazy, eager = load_trace(log), load_trace(log, lazy=False)
+    assert lazy.problems == eager.problems
+    assert [p.split(": ", 1)[0] for p in lazy.problems] == ["tabs.log:7", "tabs.log:10"]
+    assert unpack(lazy.events[0]["payload"]) == "def f(x):\n\treturn x\t# a tab\n"
+
+
+def test_a_tensors_device_is_answered_without_reading_its_metadata_again(monkeypatch):
+    from tcx.core.envelope import run_device
+    from tcx.core.trace_lazy import LazyMetadata
+
+    model = build_model(load_trace(MULTI))
+    lazy_tensors = [e for e in model.trace_events if e.name == "describe_tensor"]
+    assert lazy_tensors and all(isinstance(e._md, LazyMetadata) for e in lazy_tensors)
+    assert all(e.body_field("device") == e.body["device"] for e in lazy_tensors)
+    monkeypatch.setattr(LazyMetadata, "load", lambda self: pytest.fail("metadata read from disk"))
+    assert run_device(model) == run_device(build_model(load_trace(MULTI, lazy=False))) == "cpu"
+
+
 def test_a_lazy_log_holds_no_payload_text_in_memory_but_short_ones():
     from tcx.core.trace_lazy import INLINE_BYTES
 

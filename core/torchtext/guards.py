@@ -74,8 +74,9 @@ _CHECK_TENSOR = re.compile(
     r"device=(?P<device>[^,]+), requires_grad=(?P<grad>\w+), size=(?P<size>\[[^\]]*\]), "
     r"stride=(?P<stride>\[[^\]]*\])"
 )
-_TREE_LEAF = re.compile(r"^(?P<bars>(?:\| )*)\+- (?P<kind>[A-Z_]+): (?P<text>.*)$")
-_TREE_MANAGER = re.compile(r"^(?P<bars>(?:\| )*)\+- \w*GuardManager: source=(?P<source>.+?), accessed_by=")
+# A tree line is `| ` once per level above it, `+- `, then (matched from there) a leaf or a manager.
+_TREE_LEAF = re.compile(r"(?P<kind>[A-Z_]+): ")  # the guard's text is the rest of the line
+_TREE_MANAGER = re.compile(r"\w*GuardManager: source=(?P<source>.+?), accessed_by=")
 
 
 # ---------------------------------------------------------------- sources
@@ -276,19 +277,24 @@ class TreeLeaf:
 
 
 def guard_tree_leaves(text: str) -> list[TreeLeaf]:
-    """The leaves of torch's `TREE_GUARD_MANAGER` dump, in order."""
+    """The leaves of torch's `TREE_GUARD_MANAGER` dump, in order (a large model's trees have
+    thousands of lines each, and every recompile has one: found with str methods, not a regex
+    over the indentation)."""
     leaves: list[TreeLeaf] = []
-    sources: list[tuple[int, str]] = []  # (depth, source) of the managers above the current line
+    sources: list[tuple[int, str]] = []  # (depth, source) of the managers above, deepest last
     for raw in text.splitlines():
-        m = _TREE_MANAGER.match(raw)
+        at = raw.find("+- ")
+        if at < 0 or raw.count("| ", 0, at) * 2 != at:  # only `| `s before the first `+- `
+            continue
+        depth = at // 2
+        m = _TREE_LEAF.match(raw, at + 3)  # never a manager: their kinds have lower-case letters
         if m:
-            depth = len(m["bars"]) // 2
-            sources = [s for s in sources if s[0] < depth] + [(depth, m["source"])]
+            source = next((s for d, s in reversed(sources) if d < depth), "")
+            leaves.append(TreeLeaf(m["kind"], raw[m.end() :], depth, source))
             continue
-        m = _TREE_LEAF.match(raw)
-        if not m:
-            continue
-        depth = len(m["bars"]) // 2
-        above = [s for d, s in sources if d < depth]
-        leaves.append(TreeLeaf(m["kind"], m["text"], depth, above[-1] if above else ""))
+        m = _TREE_MANAGER.match(raw, at + 3)
+        if m:
+            while sources and sources[-1][0] >= depth:
+                sources.pop()
+            sources.append((depth, m["source"]))
     return leaves
