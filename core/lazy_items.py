@@ -46,8 +46,3 @@ class LazyItems(Sequence[T], Generic[S, T]):
 
     def __iter__(self) -> Iterator[T]:
         return (self[i] for i in range(len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        return list(self) == list(other) if isinstance(other, Sequence) else NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]

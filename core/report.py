@@ -8,8 +8,10 @@ built on the same Selection. A view that cannot be built says why instead of sin
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +24,7 @@ from tcx.core.selection import Selection, whole_run
 from tcx.core.views import all_captures, report_views
 
 if TYPE_CHECKING:
+    from tcx.core.graphs_view import CompileGraphs
     from tcx.core.recompiles import RecompileReport
 
 SCHEMA = "tcx.report/1"
@@ -47,57 +50,88 @@ class Report:
     model: RunModel
     selection: Selection
     explanation: Explanation
-    views: dict[str, Any]  # view name -> its view object (None when unavailable)
-    docs: dict[str, dict[str, Any]]  # view name -> its JSON document, or {"unavailable": why}
+    views: dict[str, Any]  # view name -> its view object (None when it could not be built)
     pipeline: list[dict[str, Any]]
     problems: list[Problem]
     compile_time_s: dict[str, float] = field(default_factory=dict)
+    # view name -> why it could not be built, serialised or rendered (its section says so)
+    failures: dict[str, str] = field(default_factory=dict)
+
+    @functools.cached_property
+    def docs(self) -> dict[str, dict[str, Any]]:
+        """View name -> its JSON document, or {"unavailable": why}. Made when first asked for (the
+        JSON report): the text and HTML reports print the views instead, and on a big run the
+        documents cost seconds that nobody would read."""
+        docs: dict[str, dict[str, Any]] = {"explain": explain_json(self.explanation)}
+        for view in report_views():
+            if view.name == "explain":
+                continue
+            if self.views.get(view.name) is not None:
+                try:
+                    docs[view.name] = view.serializer()(self.views[view.name])
+                    continue
+                except Exception as exc:  # one view failing must not sink the report
+                    self.failed(view.name, "built", exc)
+            docs[view.name] = {"unavailable": self.failures[view.name]}
+        return docs
+
+    def failed(self, view: str, what: str, exc: Exception) -> str:
+        """Record why `view` could not be `what` ("built", "rendered"); the message."""
+        why = _failure(view, what, exc)
+        self.failures.setdefault(view, why)
+        return why
+
+
+def _failure(view: str, what: str, exc: Exception) -> str:
+    return f"{view} view could not be {what}: {type(exc).__name__}: {exc}"
 
 
 def build_report(model: RunModel, selection: Selection | None = None) -> Report:
     selection = selection or whole_run(model)
     ex = explain(model, selection)
     views: dict[str, Any] = {}
-    docs: dict[str, dict[str, Any]] = {"explain": explain_json(ex)}
+    failures: dict[str, str] = {}
     for view in report_views():
         if view.name == "explain":
             continue
         try:
             views[view.name] = view.builder()(model, selection)
-            docs[view.name] = view.serializer()(views[view.name])
         except Exception as exc:  # one view failing must not sink the report
             views[view.name] = None
-            docs[view.name] = {
-                "unavailable": f"{view.name} view could not be built: {type(exc).__name__}: {exc}"
-            }
+            failures[view.name] = _failure(view.name, "built", exc)
     return Report(
         model=model,
         selection=selection,
         explanation=ex,
         views=views,
-        docs=docs,
-        pipeline=_pipeline(model, selection, views),
+        failures=failures,
+        pipeline=_pipeline(model, selection, views, failures),
         problems=_problems(ex, views.get("recompiles")),
         compile_time_s=run_facts(model, selection, ex=ex)["compile_time_s"],
     )
 
 
-def _pipeline(model: RunModel, selection: Selection, views: dict[str, Any]) -> list[dict[str, Any]]:
-    """One line per compile: what each stage made of it (a view that could not be built: None)."""
+def _pipeline(
+    model: RunModel, selection: Selection, views: dict[str, Any], failures: dict[str, str]
+) -> list[dict[str, Any]]:
+    """One line per compile: what each stage made of it (a view that could not be built: None).
+    Views parse their payloads when first read, so a payload that breaks a parser does so here:
+    that view's section then says why (`_summed`), and the rest of the line stands."""
     trace, graphs_view, codegen = views.get("trace"), views.get("graphs"), views.get("codegen")
-    instructions = (
-        {c.compile_id: len(c.instructions) for c in trace.compiles if not c.attempt} if trace else {}
+    instructions = _summed(
+        "trace",
+        views,
+        failures,
+        lambda: {c.compile_id: len(c.instructions) for c in trace.compiles if not c.attempt},
     )
-    graphs = {c.compile_id: c for c in graphs_view.compiles} if graphs_view else {}
-    kernels = Counter(k.compile_id for k in codegen.kernels) if codegen else Counter()
-    externs = Counter(e.compile_id for e in codegen.extern_calls) if codegen else Counter()
+    aot = _summed("graphs", views, failures, lambda: {c.compile_id: _aot(c) for c in graphs_view.compiles})
+    kernels = _summed("codegen", views, failures, lambda: Counter(k.compile_id for k in codegen.kernels))
+    externs = _summed("codegen", views, failures, lambda: Counter(e.compile_id for e in codegen.extern_calls))
     breaks = Counter(b.compile_id or "?" for b in model.graph_breaks)
     rows = []
     for cid, comp in model.compiles.items():
         if not selection.includes(cid):
             continue
-        g = graphs.get(cid)
-        texts = g.graphs if g else {}
         rows.append(
             {
                 "compile_id": cid,
@@ -111,20 +145,37 @@ def _pipeline(model: RunModel, selection: Selection, views: dict[str, Any]) -> l
                     "graph_nodes": comp.graph_op_count,
                     "graph_breaks": breaks.get(cid, 0),
                 },
-                "aot": {
-                    "forward_ops": _ops(texts.get("forward")),
-                    "backward_ops": _ops(texts.get("backward")),
-                    "inference_ops": _ops(texts.get("inference")),
-                    "saved_bytes": g.saved_bytes if g else None,
-                    "saved_extra_bytes": g.saved_extra_bytes if g else None,
-                    "verdict": g.verdict() if g else None,
-                },
+                "aot": aot.get(cid) or _aot(None),
                 "inductor": {"kernels": kernels.get(cid, 0), "extern_calls": externs.get(cid, 0)},
                 "runtime": {"guards": comp.guard_count, "recompiled": bool(comp.recompile_reason)},
                 "compile_time_s": comp.compile_time_s,
             }
         )
     return rows
+
+
+def _summed(name: str, views: dict[str, Any], failures: dict[str, str], sums: Callable[[], dict]) -> dict:
+    """`sums()` over view `name`; {} when the view is missing or breaks (it is then reported)."""
+    if views.get(name) is None:
+        return {}
+    try:
+        return sums()
+    except Exception as exc:  # one view failing must not sink the report
+        views[name] = None
+        failures[name] = _failure(name, "built", exc)
+        return {}
+
+
+def _aot(g: CompileGraphs | None) -> dict[str, Any]:
+    texts = g.graphs if g else {}
+    return {
+        "forward_ops": _ops(texts.get("forward")),
+        "backward_ops": _ops(texts.get("backward")),
+        "inference_ops": _ops(texts.get("inference")),
+        "saved_bytes": g.saved_bytes if g else None,
+        "saved_extra_bytes": g.saved_extra_bytes if g else None,
+        "verdict": g.verdict() if g else None,
+    }
 
 
 def _ops(text: str | None) -> int | None:

@@ -61,7 +61,9 @@ def _guard_row(g: Guard, full: bool) -> list[Text]:
     texts = g.text if full else g.text[:1]
     if g.kind == "TENSOR_MATCH" and not full:
         texts = [tensor_match_text(t) or t for t in texts]
-    body = " | ".join(clean(t.split("  #", 1)[0].strip()) for t in texts)
+    body = " | ".join(t.split("  #", 1)[0].strip() for t in texts)
+    # clean() escapes character by character, never shorter: what is cut here is never shown
+    body = clean(body if full else body[:101])
     if g.kind == "SHAPE_ENV" and not body:
         body = "(no symbolic-shape relations: every size was specialized)"
     if body and not full and len(body) > 100:

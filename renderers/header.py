@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 
 from rich.console import Console
@@ -16,8 +17,13 @@ def short_path(path: str | None) -> str:
     """A path relative to the current directory when that is shorter to read."""
     if not path:
         return "?"
+    return _short_path(path, os.getcwd())
+
+
+@functools.lru_cache(maxsize=4096)  # a view names the same few files thousands of times
+def _short_path(path: str, cwd: str) -> str:
     try:
-        rel = os.path.relpath(path)
+        rel = os.path.relpath(path, cwd)
     except ValueError:
         return path
     return rel if not rel.startswith("../..") else path

@@ -44,14 +44,24 @@ def _sections(report: Report) -> list[tuple[str, str, Callable[[Console], None]]
         if anchor == "explain":
             out.append((anchor, title, lambda c: render_explain(report.explanation, c)))
             continue
-        view = report.views.get(anchor)
         render = functools.partial(spec.renderer(), **options.get(anchor, {}))
-        if view is None:
-            why = report.docs[anchor].get("unavailable", "not available")
-            out.append((anchor, title, lambda c, why=why: c.print(Text(clean(why), style="warn"))))
-        else:
-            out.append((anchor, title, lambda c, view=view, render=render: render(view, c)))
+        out.append((anchor, title, functools.partial(_render_view, report, anchor, render)))
     return out
+
+
+def _render_view(report: Report, name: str, render: Callable[..., None], console: Console) -> None:
+    """One view's section; a view that could not be built or breaks while it prints (its payloads
+    are parsed as they are printed) says why, and the report goes on."""
+    view = report.views.get(name)
+    if view is not None:
+        try:
+            render(view, console)
+            return
+        except Exception as exc:  # one view failing must not sink the report
+            why = report.failed(name, "rendered", exc)
+    else:
+        why = report.failures.get(name, "not available")
+    console.print(Text(clean(why), style="warn"))
 
 
 def render_report(report: Report, fmt: str, console: Console) -> None:

@@ -302,6 +302,7 @@ def every_view(model: RunModel, render: bool) -> None:
         json_text(fusion_view.to_json(fusion_view.build_fusion(model, device="cuda:sm_90")), indent=None)
     if render:
         render_report(rep, "text", make_console(io.StringIO(), color=False, width=100))
+        assert not rep.failures, rep.failures  # a section that broke while printing says so there
 
 
 def work_dir(factory: Any, name: str) -> Path:

@@ -113,3 +113,29 @@ def test_html_escapes_everything_from_the_program(tmp_path):
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     md = run_tcx("report", str(rec), "--format", "markdown").stdout
     assert "Data-dependent branching" in md
+
+
+def test_a_view_that_breaks_says_so_in_its_section_and_the_report_goes_on(monkeypatch):
+    """Views parse payloads as they print; a payload that breaks a parser sinks that one section."""
+    from tcx.core import codegen_view, guards
+    from tcx.core.analysis import build_model
+    from tcx.core.report import build_report
+    from tcx.core.trace_log import load_trace
+    from tcx.renderers.report_output import report_html
+
+    def broken(*_args: object) -> None:
+        raise ValueError("a tree torch never wrote")
+
+    log = os.path.join(os.path.dirname(__file__), "../fixtures/torch-trace/tlparse-tests/inputs/simple.log")
+    whole = build_report(build_model(load_trace(log), "trace"))
+    assert sum(row["inductor"]["kernels"] for row in whole.pipeline) > 0 and not whole.failures
+    monkeypatch.setattr(guards, "parse_guard_tree", broken)  # parsed when the section prints
+    monkeypatch.setattr(codegen_view, "parse_wrapper", broken)  # parsed for the overview's counts
+    rep = build_report(build_model(load_trace(log), "trace"))
+    assert rep.views["codegen"] is None and sum(row["inductor"]["kernels"] for row in rep.pipeline) == 0
+    page = report_html(rep)
+    assert "guards view could not be rendered: ValueError: a tree torch never wrote" in page
+    assert "codegen view could not be built: ValueError: a tree torch never wrote" in page
+    assert page.count("<section") == len(SECTIONS) and "graph break" in page.lower()
+    assert set(rep.failures) == {"guards", "codegen"}
+    assert rep.docs["codegen"] == {"unavailable": rep.failures["codegen"]}
