@@ -20,7 +20,7 @@ Measurements:
    time into the recorder child and the parent (start-up, analysis, rendering).
 4. Per-instruction capture: `tcx trace models/tiny_llama.py --format json` (Dynamo's
    simulated stack and FX nodes per instruction) against `tcx explain` of the same program.
-5. Per-call capture: `tcx recompiles recompiles/hot_loop.py` (3000 calls of a compiled step)
+5. Per-call capture: `tcx recompiles recompiles/hot_loop.py` (3020 calls of two compiled functions)
    against `tcx explain` of the same program.
 6. Warm start: `tcx cache cache/tiny.py` (a cold run, then a warm one, with a private cache
    directory) against running the program twice with plain `python` and a fresh shared
@@ -762,12 +762,12 @@ def recompiles_check(stdout: str) -> None:
         report = json.loads(stdout)
     except json.JSONDecodeError as exc:
         raise BenchError(f"tcx recompiles did not print JSON ({exc}): {stdout[:200]!r}") from exc
-    if report.get("call_count") != 3000:
-        raise BenchError(f"tcx recompiles counted {report.get('call_count')} calls, expected 3000")
+    if report.get("call_count") != 3020:
+        raise BenchError(f"tcx recompiles counted {report.get('call_count')} calls, expected 3020")
 
 
 def calls_capture_cost(runs: int) -> dict[str, Any]:
-    """The per-call capture (`tcx recompiles`) against `tcx explain`, on 3000 calls of a compiled step."""
+    """The per-call capture (`tcx recompiles`) against `tcx explain`, on 3020 calls of compiled functions."""
     rel = str((PROGRAMS / "recompiles" / "hot_loop.py").relative_to(ROOT))
     tcx = Command(
         "tcx recompiles (per-call capture)",
@@ -780,7 +780,7 @@ def calls_capture_cost(runs: int) -> dict[str, Any]:
     measure([tcx, plain], runs)
     return comparison(
         "per-call capture",
-        "recompiles/hot_loop.py (3000 calls): tcx recompiles vs tcx explain",
+        "recompiles/hot_loop.py (3020 calls): tcx recompiles vs tcx explain",
         tcx,
         plain,
         GOAL_CALLS_RATIO,

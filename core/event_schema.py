@@ -297,7 +297,7 @@ RECORDER_EVENTS: dict[str, Obj] = {
         dropped_before=INT,
         wraps=OSTR,
     ),
-    "frame_calls_dropped": Obj(count=INT, final=BOOL),
+    "frame_calls_dropped": Obj(count=INT, by_entry=Map(INT), final=BOOL),
     "guard_check": Obj(
         function=OSTR,
         file=OSTR,

@@ -246,9 +246,7 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     frame_calls = [e for e in rec_events if e.get("kind") == "frame_call" and "hook_error" not in e]
     checks = [e for e in rec_events if e.get("kind") == "guard_check" and "hook_error" not in e]
     configs = [e for e in rec_events if e.get("kind") == "recompile_config"]
-    dropped = max(
-        (int(e.get("count", 0)) for e in rec_events if e.get("kind") == "frame_calls_dropped"), default=0
-    )
+    dropped = _dropped(rec_events, selection)
     # The final count is written at the end of the run; without it (a crash) the count is a floor.
     dropped_exact = any(e.get("kind") == "frame_calls_dropped" and e.get("final") for e in rec_events)
     live = bool(frame_calls) or any(e.get("kind") == "recompile_config" for e in rec_events)
@@ -281,6 +279,19 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
         live=live,
         limit=limit,
     )
+
+
+def _dropped(rec_events: list[dict[str, Any]], selection: Selection) -> int:
+    """The hits that were counted, not listed: of the selected compiles' entries when the recording
+    says which entry served them (a recording made before tcx wrote `by_entry` counts the whole run)."""
+    counts = [e for e in rec_events if e.get("kind") == "frame_calls_dropped"]
+    if not counts:
+        return 0
+    last = max(counts, key=lambda e: int(e.get("count", 0)))
+    by_entry = last.get("by_entry")
+    if selection.whole_run or not isinstance(by_entry, dict):
+        return int(last.get("count", 0))
+    return sum(n for cid, n in by_entry.items() if selection.includes(cid))
 
 
 def _selected(call: Call, selection: Selection) -> bool:

@@ -27,7 +27,8 @@ Written by the `recompiles` capture (core/recorder/compat_recompiles.py), additi
                          was created), checked (entry ids in Dynamo's check order), config,
                          wraps (the callable the program compiled, when Dynamo evaluates a
                          frame torch put around it, e.g. for a `@torch.no_grad()` method)
-    frame_calls_dropped  cache hits past the first 1000 calls are only counted: {"count": N}
+    frame_calls_dropped  cache hits past the first 1000 calls are only counted: {"count": N,
+                         "by_entry": {compile id of the entry that served them: N}}
     guard_check          a cache miss of a frame with entries: each entry's first failing guard
                          (check_verbose) and the actual values it read, for every frame
     what_if              after the run, one `--what-if` input checked against every entry

@@ -138,9 +138,12 @@ def _timeline(rep: RecompileReport, console: Console) -> None:
     table.add_column(justify="right", style="muted", no_wrap=True)
     table.add_column(no_wrap=True)
     table.add_column()
+    # Past the first calls only recompiles are listed: in the whole run a gap in the indexes is
+    # that many hits; with a selection it also holds other frames' calls, so only the total is known.
+    gaps_are_hits = rep.selection.whole_run
     next_index = rep.calls[0].index if rep.calls else 0
     for call, repeats in _runs_of_hits(rep.calls):
-        if call.index > next_index:  # past the first calls only recompiles are listed
+        if call.index > next_index and gaps_are_hits:
             gap = call.index - next_index
             table.add_row(
                 f"#{next_index}–#{call.index - 1}",
@@ -184,14 +187,15 @@ def _timeline(rep: RecompileReport, console: Console) -> None:
         index = f"#{call.index}" if repeats == 1 else f"#{call.index}–#{call.index + repeats - 1}"
         table.add_row(index, outcome, detail)
     console.print(Padding(table, (0, 0, 0, 1)))
-    total = len(rep.calls) + rep.dropped
-    if total > next_index:
-        floor = "" if rep.dropped_exact else "at least "
+    floor = "" if rep.dropped_exact else "at least "
+    if gaps_are_hits and len(rep.calls) + rep.dropped > next_index:
+        more = len(rep.calls) + rep.dropped - next_index
         console.print(
-            Text(
-                f"  #{next_index}… {floor}{total - next_index} more cache hits, counted, not listed",
-                style="muted",
-            )
+            Text(f"  #{next_index}… {floor}{more} more cache hits, counted, not listed", style="muted")
+        )
+    elif not gaps_are_hits and rep.dropped:
+        console.print(
+            Text(f"  and {floor}{rep.dropped} cache hits of these frames, counted, not listed", style="muted")
         )
     console.print()
 

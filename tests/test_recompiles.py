@@ -138,11 +138,25 @@ def test_text_report_shouts_the_limit(dynamo_recorded):
 
 
 def test_every_call_is_counted_past_the_listed_ones(dynamo_recorded):
-    """3000 calls: the first 1000 and every recompile are listed, the other hits counted exactly."""
+    """3000 calls of step, then 20 of other: the first 1000 calls and every recompile are listed,
+    the other hits counted exactly, each for the cache entry that served it (so per function)."""
     run = dynamo_recorded("recompiles/hot_loop.py")
     doc = run.view("recompiles")
-    assert doc["call_count"] == 3000 and doc["call_count_exact"] is True
-    assert doc["outcomes"] == {"compile": 1, "hit": 2997, "recompile": 2, "eager": 0}
+    assert doc["call_count"] == 3020 and doc["call_count_exact"] is True
+    assert doc["outcomes"] == {"compile": 2, "hit": 3016, "recompile": 2, "eager": 0}
     assert [c["index"] for c in doc["calls"] if c["outcome"] == "recompile"] == [1000, 2000]
+    assert doc["calls_not_listed"] == 3016 - 999  # hits #1-#999 are listed
+    per_function = {}
+    for name in ("step", "other"):
+        proc = run_tcx("recompiles", f"{run.recording}:{name}", "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        per_function[name] = json.loads(proc.stdout)
+    step, other = per_function["step"], per_function["other"]
+    assert step["call_count"] == 3000 and step["calls_not_listed"] == 3000 - 1002
+    assert step["outcomes"] == {"compile": 1, "hit": 2997, "recompile": 2, "eager": 0}
+    assert other["call_count"] == 20 and other["calls_not_listed"] == 19
+    assert other["outcomes"] == {"compile": 1, "hit": 19, "recompile": 0, "eager": 0}
+    other_text = run_tcx("recompiles", f"{run.recording}:other").stdout
+    assert "19 cache hits of these frames, counted, not listed" in other_text and "hit ×" not in other_text
     text = run_tcx("recompiles", str(run.recording)).stdout
     assert "#1–#999" in text and "hit ×999" in text and "#1001–#1999" in text

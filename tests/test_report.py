@@ -8,7 +8,7 @@ import shutil
 import subprocess
 
 import pytest
-from conftest import run_tcx
+from conftest import TRACE_FIXTURES, run_tcx
 from test_renderers import program_events, save_recording
 
 from tcx.core.views import VIEWS
@@ -126,7 +126,7 @@ def test_a_view_that_breaks_says_so_in_its_section_and_the_report_goes_on(monkey
     def broken(*_args: object) -> None:
         raise ValueError("a tree torch never wrote")
 
-    log = os.path.join(os.path.dirname(__file__), "../fixtures/torch-trace/tlparse-tests/inputs/simple.log")
+    log = TRACE_FIXTURES / "tlparse-tests" / "inputs" / "simple.log"
     whole = build_report(build_model(load_trace(log), "trace"))
     assert sum(row["inductor"]["kernels"] for row in whole.pipeline) > 0 and not whole.failures
     monkeypatch.setattr(guards, "parse_guard_tree", broken)  # parsed when the section prints

@@ -44,6 +44,7 @@ class _State:
         self.stack: list[dict[str, Any]] = []  # one frame per top-level call in progress
         self.calls = 0
         self.dropped = 0
+        self.dropped_by_entry: dict[str, int] = {}  # the cache entry that served each unlisted hit
         # code Dynamo evaluates -> the compiled callable that runs it: target, frame, signatures, last_call
         self.codes: dict[Any, dict[str, Any]] = {}
         self.get_entries: Callable[[Any], list[Any]] | None = None
@@ -55,7 +56,7 @@ STATE = _State()
 def _write_final_count() -> None:
     """The exact number of unlisted hits (the periodic events above are for runs that crash)."""
     if STATE.dropped:
-        _write("frame_calls_dropped", count=STATE.dropped, final=True)
+        _write("frame_calls_dropped", count=STATE.dropped, by_entry=STATE.dropped_by_entry, final=True)
 
 
 def install(writer: RecordingWriter) -> str | None:
@@ -259,8 +260,9 @@ def _record_call(code: Any, info: dict[str, Any], call: dict[str, Any], args: tu
     STATE.calls += 1
     if outcome == "hit" and index >= MAX_CALL_EVENTS:
         STATE.dropped += 1
+        STATE.dropped_by_entry[entry] = STATE.dropped_by_entry.get(entry, 0) + 1
         if STATE.dropped == 1 or STATE.dropped % DROPPED_EVERY == 0:
-            _write("frame_calls_dropped", count=STATE.dropped)
+            _write("frame_calls_dropped", count=STATE.dropped, by_entry=STATE.dropped_by_entry)
         return
     named = _bind(info, args, kwargs)
     event: dict[str, Any] = {
