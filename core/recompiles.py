@@ -143,6 +143,8 @@ class Entry:
     value_guards: list[str] = field(default_factory=list)
     promotions: list[Promotion] = field(default_factory=list)
     refused: bool = False
+    # hits past the listed calls that this entry served (None: the recording does not say)
+    hits_not_listed: int | None = 0
 
     def summary(self) -> list[str]:
         out = []
@@ -159,6 +161,7 @@ class Entry:
             "function": self.function,
             "created_by": self.created_by,
             "served": self.served,
+            "hits_not_listed": self.hits_not_listed,
             "guards": self.summary(),
             "promotions": [p.to_json() for p in self.promotions],
         }
@@ -246,7 +249,9 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     frame_calls = [e for e in rec_events if e.get("kind") == "frame_call" and "hook_error" not in e]
     checks = [e for e in rec_events if e.get("kind") == "guard_check" and "hook_error" not in e]
     configs = [e for e in rec_events if e.get("kind") == "recompile_config"]
-    dropped = _dropped(rec_events, selection)
+    dropped, dropped_by_entry = _unlisted_hits(rec_events)
+    if dropped_by_entry is not None and not selection.whole_run:
+        dropped = sum(n for cid, n in dropped_by_entry.items() if selection.includes(cid))
     # The final count is written at the end of the run; without it (a crash) the count is a floor.
     dropped_exact = any(e.get("kind") == "frame_calls_dropped" and e.get("final") for e in rec_events)
     live = bool(frame_calls) or any(e.get("kind") == "recompile_config" for e in rec_events)
@@ -261,7 +266,7 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     else:
         calls = _calls_from_trace(model, reasons, names, guards)
     calls = [c for c in calls if _selected(c, selection)]
-    entries = _entries(model, calls, names, guards, promotions, selection)
+    entries = _entries(model, calls, names, guards, promotions, selection, dropped_by_entry)
     _attach_promotions(calls, entries)
     for call in calls:
         explain_call(call, calls, model, limit)
@@ -281,17 +286,15 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     )
 
 
-def _dropped(rec_events: list[dict[str, Any]], selection: Selection) -> int:
-    """The hits that were counted, not listed: of the selected compiles' entries when the recording
-    says which entry served them (a recording made before tcx wrote `by_entry` counts the whole run)."""
+def _unlisted_hits(rec_events: list[dict[str, Any]]) -> tuple[int, dict[str, int] | None]:
+    """The hits that were counted, not listed: their number, and per cache entry (compile id) when
+    the recording says which entry served them (one made before tcx wrote `by_entry` does not)."""
     counts = [e for e in rec_events if e.get("kind") == "frame_calls_dropped"]
     if not counts:
-        return 0
+        return 0, {}
     last = max(counts, key=lambda e: int(e.get("count", 0)))
     by_entry = last.get("by_entry")
-    if selection.whole_run or not isinstance(by_entry, dict):
-        return int(last.get("count", 0))
-    return sum(n for cid, n in by_entry.items() if selection.includes(cid))
+    return int(last.get("count", 0)), by_entry if isinstance(by_entry, dict) else None
 
 
 def _selected(call: Call, selection: Selection) -> bool:
@@ -556,6 +559,7 @@ def _entries(
     guards: dict[str, dict[str, Any]],
     promotions: dict[str, list[Promotion]],
     selection: Selection,
+    unlisted: dict[str, int] | None,
 ) -> dict[str, list[Entry]]:
     entries: dict[str, list[Entry]] = {}
     index: dict[str, Entry] = {}
@@ -574,6 +578,7 @@ def _entries(
             shape_guards=g.get("shape", [])[:6],
             value_guards=g.get("values", [])[:6],
             promotions=promotions.get(cid, []),
+            hits_not_listed=None if unlisted is None else unlisted.get(cid, 0),
         )
         entries.setdefault(name, []).append(e)
         index[cid] = e

@@ -219,7 +219,11 @@ def _entry(e: Entry, console: Console) -> None:
     served = [i for i in e.served if i != e.created_by]
     if served:
         head.append(f" · served {_ranges(served)}", style="good")
-    elif e.created_by is not None:
+    if e.hits_not_listed:
+        head.append(
+            f" · {'and ' if served else ''}{e.hits_not_listed} hits counted, not listed", style="good"
+        )
+    elif not served and e.created_by is not None and e.hits_not_listed == 0:
         head.append(" · never hit again", style="muted")
     console.print(head)
     for line in e.summary()[:8]:

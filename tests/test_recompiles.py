@@ -146,6 +146,16 @@ def test_every_call_is_counted_past_the_listed_ones(dynamo_recorded):
     assert doc["outcomes"] == {"compile": 2, "hit": 3016, "recompile": 2, "eager": 0}
     assert [c["index"] for c in doc["calls"] if c["outcome"] == "recompile"] == [1000, 2000]
     assert doc["calls_not_listed"] == 3016 - 999  # hits #1-#999 are listed
+    served = {
+        e["compile_id"]: (e["served"], e["hits_not_listed"]) for es in doc["entries"].values() for e in es
+    }
+    assert {cid: unlisted for cid, (_, unlisted) in served.items()} == {
+        "0/0": 0,
+        "0/1": 999,
+        "0/2": 999,
+        "1/0": 19,
+    }
+    assert len(served["0/0"][0]) == 1000 and served["0/1"][0] == [1000] and served["1/0"][0] == [3000]
     per_function = {}
     for name in ("step", "other"):
         proc = run_tcx("recompiles", f"{run.recording}:{name}", "--format", "json")
@@ -160,3 +170,4 @@ def test_every_call_is_counted_past_the_listed_ones(dynamo_recorded):
     assert "19 cache hits of these frames, counted, not listed" in other_text and "hit ×" not in other_text
     text = run_tcx("recompiles", str(run.recording)).stdout
     assert "#1–#999" in text and "hit ×999" in text and "#1001–#1999" in text
+    assert "created by call #1000 · 999 hits counted, not listed" in text and "never hit again" not in text
