@@ -42,8 +42,8 @@ def render_child_processes(model: RunModel, console: Console, note: str = "") ->
         n = len(children.not_observed)
         console.print(
             Text(
-                f"{n} child process{'es' if n != 1 else ''} imported torch where tcx could not "
-                "record it: its compiles are not observed and not counted.",
+                f"{n} child process{'es' if n != 1 else ''} tcx could not record: whatever "
+                f"{'they' if n != 1 else 'it'} compiled is not observed and not counted.",
                 style="bad",
             )
         )
@@ -55,7 +55,8 @@ def render_child_processes(model: RunModel, console: Console, note: str = "") ->
 
 
 def _child_line(child: dict[str, Any]) -> Text:
-    t = Text(f"  pid {clean(child.get('pid'))} ({clean(child.get('how'))})")
+    pid = child.get("pid")  # not known for a child written down when it was started
+    t = Text(f"  pid {clean(pid) if pid is not None else '?'} ({clean(child.get('how'))})")
     if child.get("observed"):
         t.append(
             f"  compiles {child['compile_count']}  graphs {child['graph_count']}  "

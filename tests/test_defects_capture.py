@@ -159,6 +159,40 @@ def test_child_process_tcx_cannot_record_fails_the_check(program):
     assert "tcx cannot be imported" in proc.stdout
 
 
+def test_a_python_child_tcx_cannot_follow_fails_the_check(program):
+    """`python -I` skips the PYTHONPATH that carries tcx into children, and a child given an
+    environment of its own lacks tcx's variables: the parent writes both down when it starts them."""
+    proc = run_tcx("check", program("children/isolated.py"), "--max-graph-breaks", "0", "--format", "json")
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    children = json.loads(proc.stdout)["program"]["child_processes"]
+    assert children["not_observed_count"] == 2 and children["observed_count"] == 0
+    reasons = [p["reason"] for p in children["processes"]]
+    assert "-I: an isolated Python ignores PYTHONPATH" in reasons[0]
+    assert "an environment that lacks tcx's variables" in reasons[1]
+    assert all(p["argv"][1:3] in (["-I", "-c"], ["-c", p["argv"][2]]) for p in children["processes"])
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "skips"),
+    [
+        (["python3", "-I", "-c", "x"], None, "-I"),
+        (["/usr/bin/python3.11", "-W", "ignore", "-E", "s.py"], None, "-E"),
+        (["python", "-Wignore", "-sS", "s.py"], None, "-S"),
+        (["python", "-X", "dev", "--check-hash-based-pycs", "never", "-I"], None, "-I"),
+        (["python", "s.py"], {"PATH": "/bin"}, "environment"),
+        (["python", "-c", "x", "-I"], None, None),  # the program's own argument
+        (["python", "-m", "pip", "-E"], None, None),
+        (["python", "s.py"], {"TCX_CHILD_RECORDING": "{}"}, None),
+        (["gcc", "-I", "include"], None, None),  # not Python
+    ],
+)
+def test_which_started_pythons_tcx_cannot_follow(argv, env, skips):
+    from tcx.core.recorder.children import unfollowable
+
+    reason = unfollowable(argv, None, env)
+    assert (reason is None) if skips is None else (skips in reason)
+
+
 # --- 4. exit status of a program ended by an uncaught exception --------------------------------
 
 

@@ -11,14 +11,20 @@ recording; the parent summarizes them (core/observed.py) into `child_process` ev
   run's directory and put first on PYTHONPATH). When the child imports torch, it records
   the structured trace there (`record_this_process`). A child that imports torch where
   tcx cannot record writes `<pid>.unobserved.json`, which the report counts as not observed.
+- An interpreter started so that it never runs that sitecustomize (`python -I`, `-E` or `-S`,
+  or an environment without tcx's variables) cannot say so itself: the process that starts it
+  writes `launch-<ppid>-<n>.unobserved.json` (an audit hook on `subprocess.Popen` and
+  `os.exec*`), and it is not observed either: whatever it compiled, tcx never saw.
 
 Torch-free at import: the compatibility layer is imported only once torch is.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import shutil
 import sys
 import threading
@@ -61,6 +67,7 @@ def install(spec: dict[str, Any], writer: ProcessWriter) -> str | None:
     os.environ[ENV] = json.dumps(config)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     _follow_forks(writer, directory)
+    _watch_launches(directory)
     return None
 
 
@@ -85,6 +92,7 @@ def record_this_process(config: dict[str, Any], how: str) -> None:
     if problem:
         raise RuntimeError(problem)
     _follow_forks(writer, directory)
+    _watch_launches(directory)
 
 
 def _follow_forks(writer: ProcessWriter, directory: Path) -> None:
@@ -95,6 +103,78 @@ def _follow_forks(writer: ProcessWriter, directory: Path) -> None:
             writer.move_to(Path(os.devnull))  # never write into the parent's recording
 
     os.register_at_fork(after_in_child=after_fork_in_child)
+
+
+# Audit events of a new program started by path and argv: (executable, args, cwd, env) and
+# (path, args, env). multiprocessing's spawn copies this interpreter's flags, so it is followed.
+_LAUNCH_EVENTS = {"subprocess.Popen": (0, 1, 3), "os.exec": (0, 1, 2)}
+_PYTHON = re.compile(r"python[\d.]*(?:\.exe)?")
+_SKIPS_SITECUSTOMIZE = {
+    "I": "-I: an isolated Python ignores PYTHONPATH, where tcx's sitecustomize is",
+    "E": "-E: Python ignores PYTHONPATH, where tcx's sitecustomize is",
+    "S": "-S: Python skips the site module, which runs tcx's sitecustomize",
+}
+
+
+def _watch_launches(directory: Path) -> None:
+    """Write down each Python interpreter the program starts that tcx cannot follow (see above)."""
+    launches = itertools.count()
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        where = _LAUNCH_EVENTS.get(event)
+        if where is None:
+            return
+        try:
+            executable, argv, env = (args[i] for i in where)
+            reason = unfollowable([os.fsdecode(a) for a in argv], executable, env)
+            if reason:
+                info = {"pid": None, "ppid": os.getpid(), "how": "subprocess", "reason": reason}
+                info["argv"] = [os.fsdecode(a)[:200] for a in list(argv)[:8]]
+                name = f"launch-{os.getpid()}-{next(launches)}.unobserved.json"
+                (directory / name).write_text(json.dumps(info), encoding="utf-8", errors="backslashreplace")
+        except Exception:  # never break the program's own launch
+            return
+
+    sys.addaudithook(hook)
+
+
+def unfollowable(argv: list[str], executable: Any, env: Any) -> str | None:
+    """Why a started program is a Python interpreter that will not run tcx's sitecustomize; None
+    when it is not Python, or will."""
+    program = os.fsdecode(executable) if executable else (argv[0] if argv else "")
+    if not _PYTHON.fullmatch(os.path.basename(program)):
+        return None
+    flag = _site_flag(argv[1:])
+    if flag:
+        return f"started with {_SKIPS_SITECUSTOMIZE[flag]}; tcx cannot record it"
+    if env is not None and ENV not in env and ENV.encode() not in env:
+        return "started with an environment that lacks tcx's variables; tcx cannot record it"
+    return None
+
+
+def _site_flag(args: list[str]) -> str | None:
+    """The first of -I, -E, -S among the interpreter's options (they end at -c, -m, a script)."""
+    takes_value = False
+    for arg in args:
+        if takes_value:
+            takes_value = False
+            continue
+        if arg == "--check-hash-based-pycs":
+            takes_value = True
+            continue
+        if arg.startswith("--") and arg != "--":  # the other long options take no value
+            continue
+        if not arg.startswith("-") or arg in ("-", "--"):  # the script, stdin, or the end of options
+            return None
+        for i, ch in enumerate(arg[1:], start=1):
+            if ch in _SKIPS_SITECUSTOMIZE:
+                return ch
+            if ch in "cm":
+                return None
+            if ch in "WX":  # the rest of the word, or the next word, is its value
+                takes_value = i == len(arg) - 1
+                break
+    return None
 
 
 def _child_recording(directory: Path, how: str) -> Path:
