@@ -336,23 +336,26 @@ def _user_lines(traces: Any) -> list[dict[str, Any]]:
 
 class PostGradNodes:
     """Per compile id, post-grad node name -> its node (op, user line), from the post-grad
-    graphs; a compile's graphs are parsed when its code is."""
+    graphs; a compile's graphs are parsed when its code is. Only the last compile's are kept:
+    a compile's modules (forward, backward) come one after the other, and a view printed
+    compile by compile then holds one compile's graphs, not the whole run's."""
 
     def __init__(self, model: RunModel) -> None:
         self._events: dict[str, list[TraceEvent]] = {}
         for ev in model.trace_events:
             if ev.name == "artifact:inductor_post_grad_graph":
                 self._events.setdefault(ev.compile_id or "", []).append(ev)
-        self._nodes: dict[str, dict[str, FxNode]] = {}
+        self._last: tuple[str, dict[str, FxNode]] | None = None
 
     def of(self, compile_id: str | None) -> dict[str, FxNode]:
         cid = compile_id or ""
-        if cid not in self._nodes:
-            nodes = self._nodes[cid] = {}
+        if self._last is None or self._last[0] != cid:
+            nodes: dict[str, FxNode] = {}
             for ev in self._events.get(cid, []):
                 for node in parse_graph_nodes(ev.payload or ""):
                     nodes.setdefault(node.name, node)
-        return self._nodes[cid]
+            self._last = (cid, nodes)
+        return self._last[1]
 
 
 def _fill_from_post_grad(origins: dict[str, Any], nodes: dict[str, FxNode]) -> None:

@@ -46,3 +46,20 @@ class LazyItems(Sequence[T], Generic[S, T]):
 
     def __iter__(self) -> Iterator[T]:
         return (self[i] for i in range(len(self)))
+
+    def stream(self) -> Iterator[T]:
+        """Every item in order, for one pass that keeps none: an item not made yet is made and
+        not kept. A view printed compile by compile (`--all` on a 1 GB log) then holds one
+        compile at a time, where iterating would keep every one it made."""
+        for i in range(self._len):
+            if i in self._made:
+                yield self._made[i]
+            else:
+                assert self._make is not None and self._sources is not None
+                yield self._make(self._sources[i])
+
+
+def stream(items: Sequence[T]) -> Iterator[T]:
+    """`items` for one pass: LazyItems.stream() when they are made on demand (a view's sections
+    may also be a plain list, e.g. narrowed by the browser)."""
+    return items.stream() if isinstance(items, LazyItems) else iter(items)

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tcx.core.codegen_view import CodegenView, Kernel, Wrapper, lifetimes
+from tcx.core.lazy_items import stream
 from tcx.renderers.code_block import Seen, print_code, print_lines, reference
 from tcx.renderers.pipeline_common import header, user_line_text
 from tcx.renderers.safe import clean
@@ -52,7 +53,7 @@ def render_codegen(
         console.print(Text(f"preview failed for {clean(err)}", style="bad"))
     seen = Seen()  # a kernel repeated across recompiles is printed once
     kernel_count = extern_count = 0
-    for section in view.sections:
+    for section in stream(view.sections):
         wrapper, kernels = section.wrapper, section.kernels
         kernel_count, extern_count = kernel_count + len(kernels), extern_count + len(section.extern_calls)
         title = Text(

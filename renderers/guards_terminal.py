@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tcx.core.guards import Entry, Guard, GuardsView
+from tcx.core.lazy_items import stream
 from tcx.core.torchtext.guards import tensor_match_text
 from tcx.renderers.code_block import print_lines
 from tcx.renderers.header import location, short_path, view_header
@@ -19,7 +20,7 @@ def render_guards(view: GuardsView, console: Console, *, full: bool = False) -> 
         return
     n = len(view.entries)
     console.print(Text(f"{n} cache entr{'ies' if n != 1 else 'y'}", style="title"))
-    for entry in view.entries:
+    for entry in stream(view.entries):
         console.print()
         _render_entry(entry, console, full)
 

@@ -156,11 +156,10 @@ def _render(render: Any, view: Any, sink: io.StringIO) -> None:
 
 
 @pytest.mark.parametrize("which", ["codegen", "guards"])
-def test_each_compile_is_parsed_after_the_one_before_was_printed_and_the_output_is_the_same(
-    monkeypatch, which
-):
-    """Streaming: compile k is parsed only once compile k-1 is on the screen, and what a user sees
-    is exactly what the view prints when every compile is parsed before printing."""
+def test_each_compile_is_parsed_after_the_one_before_was_printed_and_none_is_kept(monkeypatch, which):
+    """Streaming: compile k is parsed only once compile k-1 is on the screen, what a user sees is
+    exactly what the view prints when every compile is parsed before printing, and no parsed
+    compile is kept (`--all` on a 1 GB log holds one compile at a time)."""
     from tcx.core import codegen_view, guards
     from tcx.renderers.guards_terminal import render_guards
 
@@ -196,6 +195,9 @@ def test_each_compile_is_parsed_after_the_one_before_was_printed_and_the_output_
     assert marks[0] > 0  # the header is out before the first compile is parsed
     assert all(a < b for a, b in itertools.pairwise(marks))  # each compile printed before the next is parsed
     assert sink.getvalue() == expected.getvalue()
+    parsed = len(marks)
+    _render(render, streamed, sink)  # printing keeps no parsed compile: a second print parses each again
+    assert len(sink.written_at_parse) == 2 * parsed
 
 
 # --- summary first, and the same selectors on every view -----------------------------------------
