@@ -8,6 +8,7 @@ on live runs, saved recordings and TORCH_TRACE logs alike. Pure and torch-free.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.fx_graph import FxNode, op_base, parse_graph_nodes, saved_for_backward
+from tcx.core.trace_events import TraceEvent
 
 SCHEMA = "tcx.graphs/1"
 
@@ -91,10 +93,31 @@ class Saved:
         }
 
 
+class GraphTexts(Mapping[str, str]):
+    """Kind (dynamo, joint, forward, backward, inference, post_grad_*) -> the graph's text, read
+    from its event when asked for: a run's graphs are most of its log, and a view over many
+    compiles needs one compile's at a time (a log's payloads stay on disk, core/trace_lazy.py)."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, TraceEvent] = {}
+
+    def add(self, kind: str, ev: TraceEvent) -> None:
+        self._events.setdefault(kind, ev)
+
+    def __getitem__(self, kind: str) -> str:
+        return self._events[kind].payload or ""
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._events)
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+
 @dataclass
 class CompileGraphs:
     compile_id: str
-    graphs: dict[str, str] = field(default_factory=dict)  # dynamo/joint/forward/backward/inference/post_grad*
+    graphs: GraphTexts = field(default_factory=GraphTexts)
     partitioner_log: list[str] = field(default_factory=list)
     # (saved, recomputed), worked out from the graphs when first asked for: a view printing
     # many compiles streams each one as soon as it is analysed
@@ -167,7 +190,7 @@ class CompileGraphs:
             "partitioner_log": self.partitioner_log,
         }
         if include_graphs:
-            doc["graphs"] = self.graphs
+            doc["graphs"] = dict(self.graphs)
         return doc
 
 
@@ -197,15 +220,15 @@ def build_graphs(model: RunModel, selection: Selection | None = None) -> GraphsV
     by_id: dict[str, CompileGraphs] = {}
     for ev in model.trace_events:
         kind = GRAPH_EVENTS.get(ev.name)
-        if kind is None or not ev.payload or not selection.includes(ev.compile_id or "?"):
-            continue
+        if kind is None or not ev.packed or not selection.includes(ev.compile_id or "?"):
+            continue  # (`packed`: an empty payload, without reading one left on disk)
         cid = ev.compile_id or "?"
         comp = by_id.setdefault(cid, CompileGraphs(cid))
         if kind == "post_grad":
             kind = "post_grad_backward" if "post_grad_forward" in comp.graphs else "post_grad_forward"
             if "forward" not in comp.graphs and "backward" not in comp.graphs:
                 kind = "post_grad_inference"
-        comp.graphs.setdefault(kind, ev.payload)
+        comp.graphs.add(kind, ev)
     for ev in getattr(model, "recorder_events", []):
         if ev.get("kind") == "partitioner_log" and ev.get("compile_id") in by_id:
             by_id[ev["compile_id"]].partitioner_log.append(str(ev.get("message", "")))
