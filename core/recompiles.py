@@ -143,7 +143,7 @@ class Entry:
     value_guards: list[str] = field(default_factory=list)
     promotions: list[Promotion] = field(default_factory=list)
     refused: bool = False
-    # hits past the listed calls that this entry served (None: the recording does not say)
+    # hits past the listed calls that this entry served (None: the input does not say)
     hits_not_listed: int | None = 0
 
     def summary(self) -> list[str]:
@@ -266,7 +266,8 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     else:
         calls = _calls_from_trace(model, reasons, names, guards)
     calls = [c for c in calls if _selected(c, selection)]
-    entries = _entries(model, calls, names, guards, promotions, selection, dropped_by_entry)
+    # without the per-call capture (a log) no call was seen, listed or not
+    entries = _entries(model, calls, names, guards, promotions, selection, dropped_by_entry if live else None)
     _attach_promotions(calls, entries)
     for call in calls:
         explain_call(call, calls, model, limit)
