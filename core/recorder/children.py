@@ -146,9 +146,15 @@ def unfollowable(argv: list[str], executable: Any, env: Any) -> str | None:
         return None
     flag = _site_flag(argv[1:])
     if flag:
-        return f"started with {_SKIPS_SITECUSTOMIZE[flag]}; tcx cannot record it"
+        return (
+            f"started with {_SKIPS_SITECUSTOMIZE[flag]}; tcx cannot record it "
+            f"(start it without -{flag} to have its compiles counted)"
+        )
     if env is not None and ENV not in env and ENV.encode() not in env:
-        return "started with an environment that lacks tcx's variables; tcx cannot record it"
+        return (
+            "started with an environment that lacks tcx's variables; tcx cannot record it "
+            f"(pass os.environ on, or at least {ENV} and PYTHONPATH)"
+        )
     return None
 
 
