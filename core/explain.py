@@ -305,6 +305,11 @@ def backend_info(m: RunModel) -> dict[str, Any]:
     return {"name": rs.get("backend"), "reason": rs.get("backend_reason"), "program_asked": asked}
 
 
+def program_failed(m: RunModel) -> bool:
+    """The target did not end well (raised, exited non-zero, crashed, timed out); a log says nothing."""
+    return program_status(m)["status"] not in ("ok", "not recorded")
+
+
 def program_status(m: RunModel) -> dict[str, Any]:
     """How the target ended: ok, exception, exit, crash, timeout (what the parent and child saw)."""
     pe = m.program_exit or {}

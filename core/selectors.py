@@ -75,6 +75,19 @@ def narrow(model: RunModel, selection: Selection, selectors: Selectors) -> Selec
     )
 
 
+def choose(model: RunModel, function: str | None, selectors: Selectors = Selectors()) -> Selection:
+    """The compiles `TARGET:func` chooses (core/selection.py), narrowed by the selectors; every
+    view is built on it (the CLI, the Python API and `tcx mcp`).
+
+    A function that chose nothing is a usage error, unless the program failed first (then the
+    failure is what to report)."""
+    from tcx.core.explain import program_failed
+    from tcx.core.selection import select
+
+    chosen = select(model, function, strict=not program_failed(model))
+    return narrow(model, chosen, selectors)
+
+
 def rank_of(compile_id: str, model: RunModel) -> int | None:
     """The rank a compile id belongs to: its `rankN:` prefix, or the only rank a log names."""
     m = _RANK.match(compile_id)

@@ -72,10 +72,16 @@ def render_report(report: Report, fmt: str, console: Console) -> None:
     elif fmt == "markdown":
         sys.stdout.write(report_markdown(report))
     else:
-        for _anchor, title, render in _sections(report):
-            console.print(Rule(Text(title, style="title")))
-            render(console)
-            console.print()
+        render_text(report, console)
+
+
+def render_text(report: Report, console: Console) -> None:
+    """The terminal: the overview, then every view's section (a `render(result, console)` as the
+    registry's other renderers are)."""
+    for _anchor, title, render in _sections(report):
+        console.print(Rule(Text(title, style="title")))
+        render(console)
+        console.print()
 
 
 def render_overview(report: Report, console: Console) -> None:
@@ -225,6 +231,21 @@ def report_html(report: Report) -> str:
         parts.append(f'<section id="{anchor}"><h2>{html.escape(title)}</h2><pre>{body}</pre></section>')
     title = html.escape(f"tcx report: {clean(report.model.target)}")
     return PAGE.format(title=title, toc="\n".join(toc), sections="\n".join(parts), version=__version__)
+
+
+FRAGMENT = (
+    '<div class="tcx-view" style="background:#111;color:#ddd;padding:.4rem .8rem;overflow-x:auto">'
+    '<pre style="font-family:ui-monospace,Menlo,Consolas,monospace;font-size:12px;line-height:1.35;'
+    'margin:0;background:transparent;color:inherit">{body}</pre></div>'
+)
+
+
+def fragment_html(render: Callable[[Console], None]) -> str:
+    """One view as an HTML fragment (a notebook's `_repr_html_`): a report section's body, escaped
+    by rich and with its code folded, styled inline; no page, no script, nothing fetched."""
+    console = _capture(render, color=True, nonce=secrets.token_hex(6))
+    body = _unfold(console.export_html(inline_styles=True, code_format="{code}"), console, {})
+    return FRAGMENT.format(body=body)
 
 
 def report_markdown(report: Report) -> str:

@@ -65,9 +65,13 @@ def _recorded(label: str, budgets: dict[str, int]) -> Iterator[RecordedRun]:
     from tcx.core.recorder.inprocess import InProcessRecorder
 
     run = RecordedRun(label)
-    with InProcessRecorder(label) as recorder:
-        yield run
-    run.model = build_model(recorder.recording(), "live")
+    recorder = InProcessRecorder(label)
+    try:
+        with recorder:
+            yield run
+        run.model = build_model(recorder.recording(), "live")
+    finally:
+        recorder.cleanup()
     run.explanation = explain(run.model)
     run.check = evaluate(run.explanation, budgets)
     if run.check.failed:

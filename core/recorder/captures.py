@@ -38,10 +38,23 @@ CAPTURES: dict[str, str] = {
 # Callbacks a capture registers to run once the program has finished (e.g. walk the cache
 # entries that are still alive); the child calls run_at_end() before writing program_exit.
 _AT_END: list[Callable[[], None]] = []
+# Callbacks that start a capture's per-run state again (counters, the code objects seen): an
+# in-process recording (core/recorder/inprocess.py) installs each capture once per process and
+# calls run_at_start() as each recording starts, so two recordings do not leak into each other.
+_AT_START: list[Callable[[], None]] = []
 
 
 def at_end(callback: Callable[[], None]) -> None:
     _AT_END.append(callback)
+
+
+def at_start(callback: Callable[[], None]) -> None:
+    _AT_START.append(callback)
+
+
+def run_at_start() -> None:
+    for callback in _AT_START:
+        callback()
 
 
 def run_at_end() -> None:

@@ -58,6 +58,13 @@ def install(writer: RecordingWriter) -> str | None:
             count[0] += 1
             writer.write("cudagraph", **fields)
 
+    def restart() -> None:  # an in-process recording counts its own events
+        count[0] = 0
+
+    from tcx.core.recorder.captures import at_start
+
+    at_start(restart)
+
     @functools.wraps(original_log)
     def log_skip(msg: str) -> None:
         try:

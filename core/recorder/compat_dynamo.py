@@ -516,9 +516,10 @@ def install_guard_capture(writer: RecordingWriter) -> str | None:
                 compile_ids=ids,
             )
 
-    from tcx.core.recorder.captures import at_end
+    from tcx.core.recorder.captures import at_end, at_start
 
     at_end(walk_entries)
+    at_start(STATE.codes.clear)  # an in-process recording walks only the code it compiled
     return None
 
 

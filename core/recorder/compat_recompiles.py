@@ -73,9 +73,10 @@ def install(writer: RecordingWriter) -> str | None:
         return unavailable("the per-call cache capture (recompiles timeline)", exc)
     STATE.writer = writer
     STATE.get_entries = _debug_get_cache_entry_list
-    from tcx.core.recorder.captures import at_end
+    from tcx.core.recorder.captures import at_end, at_start
 
     at_end(_write_final_count)
+    at_start(_start_run)
     previous: list[Any] = [None]
 
     def guard_complete(cache_hit: bool) -> bool:
@@ -111,6 +112,14 @@ def install(writer: RecordingWriter) -> str | None:
     cf.CatchErrorsWrapper.__call__ = catch_errors_call
     _write("recompile_config", **recompile_config())
     return None
+
+
+def _start_run() -> None:
+    """A new in-process recording: calls are numbered from 0 again and its config is written."""
+    STATE.calls = 0
+    STATE.dropped = 0
+    STATE.dropped_by_entry = {}
+    _write("recompile_config", **recompile_config())
 
 
 def recompile_config() -> dict[str, Any]:
