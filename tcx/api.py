@@ -95,8 +95,8 @@ class Recorder:
         recorder = InProcessRecorder(
             self.label, backend=self.backend, captures=self.captures, caches=_caches_for(self.captures)
         )
-        self.run = Run(None, None, recorder=recorder, source=self.label)
         recorder.__enter__()
+        self.run = Run(None, None, recorder=recorder, source=self.label)
         return self.run
 
     def __exit__(self, *exc: Any) -> None:

@@ -82,7 +82,13 @@ class InProcessRecorder:
     def __enter__(self) -> InProcessRecorder:
         if self.finished or self in _ACTIVE:
             raise UsageError("this recorder has already recorded a block; start a new one for the next.")
-        import torch
+        try:
+            import torch
+        except ImportError as exc:
+            raise UsageError(
+                f"recording torch.compile needs torch, which cannot be imported ({exc}).",
+                hint="tcx records with the torch installed next to it: pip install torch.",
+            ) from None
 
         from tcx.core.recorder import compat
         from tcx.core.recorder.captures import run_at_start
