@@ -61,7 +61,9 @@ def command(**params: Any) -> None:
 
         loaded, warm = warm_run(params, [k for k in WARM_RUN_BUDGETS if k in budgets])
     else:
-        loaded = common.load(params, VIEW.backend, VIEW.backend_reason)
+        # the program's torch.export calls are recorded only when an export budget is asked for
+        capture = ("export",) if "max_export_issues" in budgets else ()
+        loaded = common.load(params, VIEW.backend, VIEW.backend_reason, capture=capture)
     ex = VIEW.builder()(loaded.model, common.selection(loaded))
     result = evaluate(ex, budgets, warm)
     if params["baseline"]:

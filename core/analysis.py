@@ -251,7 +251,11 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
                 graph_count += 1
                 _compile(compiles, ev).graph_count += 1
             elif ev.name == "compilation_metrics" and isinstance(ev.body, dict):
-                _apply_metrics(_compile(compiles, ev, ev.body.get("compile_id")), ev.body, metrics_recompiles)
+                # An AOTInductor compile (torch.export, then aoti_compile_and_package) logs metrics
+                # with no compile id: no frame was compiled, so it is no compile of the run.
+                if ev.compile_id is not None or ev.body.get("compile_id") is not None:
+                    cid = ev.body.get("compile_id")
+                    _apply_metrics(_compile(compiles, ev, cid), ev.body, metrics_recompiles)
             elif ev.name == "artifact:recompile_reasons":
                 recompiles.append(_recompile_text(ev.payload))
             elif ev.name == "artifact:dynamo_graph_break_reason":

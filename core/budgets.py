@@ -26,6 +26,7 @@ BUDGETS: dict[str, tuple[str, str]] = {
     "max_rank_divergence": ("rank_divergence_count", "compile ids where ranks diverge"),
     "max_compile_seconds": ("compile_seconds", "seconds of compile time (warm run)"),
     "max_cache_misses": ("cache_miss_count", "cache lookups that missed or were bypassed (warm run)"),
+    "max_export_issues": ("export_issue_count", "torch.export issues (failures, draft reports)"),
 }
 # Budgets on a warm start: for a program, `tcx check` runs it cold then warm with the compile
 # caches on (as `tcx cache` does) and judges the warm run; a recording or log is judged itself.

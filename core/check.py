@@ -96,7 +96,7 @@ def evaluate(ex: Explanation, budgets: dict[str, float], warm: dict[str, float] 
                 option="--" + key.replace("_", "-"),
                 label=BUDGETS[key][1],
                 limit=limit,
-                actual=warm[count] if warm and count in warm else int(getattr(ex, count)) + in_children,
+                actual=warm[count] if warm and count in warm else run_count(ex, count) + in_children,
                 in_children=in_children,
             )
         )
@@ -107,6 +107,15 @@ def evaluate(ex: Explanation, budgets: dict[str, float], warm: dict[str, float] 
         not_observed=children.not_observed,
         unreadable=list(ex.model.problems),
     )
+
+
+def run_count(ex: Explanation, count: str) -> int:
+    """One of the run's counts: explain's, or the issues of its torch.export calls (core/export_view.py)."""
+    if count == "export_issue_count":
+        from tcx.core.export_view import build_export
+
+        return build_export(ex.model, ex.selection).export_issue_count
+    return int(getattr(ex, count))
 
 
 BASELINE_SCHEMA = "tcx.baseline/1"

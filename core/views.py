@@ -334,6 +334,34 @@ VIEWS: tuple[View, ...] = (
         report_title=None,
     ),
     View(
+        name="export",
+        schema="tcx.export/1",
+        help="Why torch.export failed or specialized, at your line, with the fix; the guards it added, the "
+        "ExportedProgram's signature, AOTInductor's kernels and their provenance.",
+        build="tcx.core.export_view:build_export",
+        to_json="tcx.core.export_view:to_json",
+        render="tcx.renderers.export_terminal:render_export",
+        captures=("export",),  # the program's own exports, as it makes them: nothing is overridden
+        options=(
+            Option(
+                ("--strict", "strict"),
+                "strict",
+                "With TARGET:Module (or :func), export it with strict=True (Dynamo traces it).",
+                to=("cli",),
+                is_flag=True,
+            ),
+            Option(
+                ("--draft", "draft"),
+                "draft",
+                "With TARGET:Module (or :func), export it with torch.export.draft_export (every issue).",
+                to=("cli",),
+                is_flag=True,
+            ),
+        ),
+        command="tcx.cli.cmd_export:command",
+        report_title="Export",
+    ),
+    View(
         name="report",
         schema="tcx.report/1",
         help="Everything tcx knows about a run: per-frame pipeline, top problems, then every view.",

@@ -33,6 +33,7 @@ CAPTURES: dict[str, str] = {
     "bytecode": "tcx.core.recorder.compat_dynamo:install_bytecode_capture",
     "guards": "tcx.core.recorder.compat_dynamo:install_guard_capture",
     "caches": "tcx.core.recorder.compat_cache:install",  # `tcx cache`: caches on, keys logged
+    "export": "tcx.core.recorder.compat_export:install",  # `tcx export`; export=MODE: tcx exports :func
 }
 
 # Callbacks a capture registers to run once the program has finished (e.g. walk the cache

@@ -52,7 +52,9 @@ def run_program(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]
     try:
         if function and (spec.get("calls") is not None or _module_has_examples(spec)):
             namespace = _load_namespace(script, module)
-            _call_function(namespace, function, spec.get("calls"), writer, spec.get("backward"))
+            _call_function(
+                namespace, function, spec.get("calls"), writer, spec.get("backward"), _export_mode(spec)
+            )
         elif function and module:
             raise TargetUsageError(
                 f"tcx has no inputs to call {module}:{function} with: pass --call SPEC "
@@ -97,6 +99,15 @@ def run_program(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]
             "traceback": user_traceback(exc),
         }
     return {"status": "ok", "exit_code": 0}
+
+
+def _export_mode(spec: dict[str, Any]) -> str | None:
+    """MODE of an `export=MODE` capture: tcx exports the target function or module itself."""
+    for name in spec.get("capture") or []:
+        base, _, mode = str(name).partition("=")
+        if base == "export" and mode:
+            return mode
+    return None
 
 
 def _find_spec(module: str) -> object | None:
@@ -149,6 +160,7 @@ def _call_function(
     calls: list[list[dict]] | None,
     writer: RecordingWriter,
     backward: bool | None,
+    export: str | None = None,
 ) -> None:
     fn = namespace.get(function)
     if fn is None or not callable(fn):
@@ -162,6 +174,21 @@ def _call_function(
         known = ", ".join(callables) or "none"
         raise TargetUsageError(f"no function {function!r} in the target (functions defined there: {known}).")
     examples = _examples(namespace, calls, function)
+    if export is not None:  # `tcx export script.py:Module`: exported, not compiled
+        from tcx.core.recorder.compat_export import export_examples
+
+        if not examples:
+            raise TargetUsageError(f"no example inputs to export {function!r} with.")
+        args, kwargs = _split(examples[0])
+        writer.write(
+            "call",
+            index=0,
+            function=function,
+            args=[_describe(a) for a in args],
+            kwargs={k: _describe(v) for k, v in kwargs.items()},
+        )
+        export_examples(fn, function, examples[0], export, namespace)
+        return
     if compat.original_callable(fn) is None:
         fn = torch.compile(fn)
     for index, call in enumerate(examples):
