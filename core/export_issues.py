@@ -70,6 +70,32 @@ class ExportIssue:
         return dict(vars(self))
 
 
+def as_int(value: Any) -> int | None:
+    """An int from a recording or log (anything else, a bool included, is unknown)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def as_text(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def as_sources(value: Any) -> dict[str, str]:
+    """`symbol_to_sources` as torch writes it (symbol -> source); anything else is none."""
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def as_frame(value: Any) -> dict[str, Any] | None:
+    """A frame {file, line, function, code} from a recording or log, its fields typed."""
+    if not isinstance(value, dict) or not value.get("file"):
+        return None
+    return {
+        "file": str(value["file"]),
+        "line": as_int(value.get("line")),
+        "function": as_text(value.get("function")),
+        "code": str(value.get("code") or ""),
+    }
+
+
 @dataclass
 class Context:
     """What the rest of the export says, for placing an issue and naming its symbols."""
@@ -122,11 +148,9 @@ def from_draft(failure: dict[str, Any], ctx: Context) -> ExportIssue:
         "MISMATCHED_FAKE_KERNEL": "mismatched fake kernel",
         "GUARD_ADDED": "specialized dynamic dim",
     }.get(str(failure.get("type")), "data-dependent guard")
-    stack = failure.get("user_stack") or []
-    where = (
-        innermost_user_frame([f for f in stack if isinstance(f, dict) and f.get("file")]) if stack else None
-    )
-    expr = failure.get("expr")
+    stack = [f for f in map(as_frame, failure.get("user_stack") or []) if f]
+    where = innermost_user_frame(stack) if stack else None
+    expr = as_text(failure.get("expr"))
     if kind == "data-dependent guard" and _BRANCH.search(str((where or {}).get("code") or "").strip()):
         kind = "data-dependent branch"
     issue = ExportIssue(
@@ -134,16 +158,16 @@ def from_draft(failure: dict[str, Any], ctx: Context) -> ExportIssue:
         str(failure.get("message") or _draft_message(failure)),
         "",
         expr=expr,
-        op=failure.get("op"),
-        occurrences=failure.get("occurrences") or 1,
-        result=failure.get("result"),
+        op=as_text(failure.get("op")),
+        occurrences=as_int(failure.get("occurrences")) or 1,
+        result=as_text(failure.get("result")),
         origin="draft_export",
         torch_type=str(failure.get("type")),
     )
     _place(issue, where)
     schema = failure.get("op_schema") if isinstance(failure.get("op_schema"), dict) else {}
     issue.suggestion = suggest(
-        issue, ctx, sources=failure.get("symbol_to_sources") or {}, schema=schema.get("schema")
+        issue, ctx, sources=as_sources(failure.get("symbol_to_sources")), schema=as_text(schema.get("schema"))
     )
     return issue
 
@@ -156,7 +180,7 @@ def from_trace(
         if body.get("prefix") != "eval":
             return None
         expr = str(body.get("expr"))
-        sources = body.get("symbol_to_sources") or {}
+        sources = as_sources(body.get("symbol_to_sources"))
         named = ", ".join(f"{k} = {v}" for k, v in sources.items())
         kind = "specialized dynamic dim" if _EQ_SPEC.match(expr) and sources else "guard evaluated"
         issue = ExportIssue(
@@ -194,16 +218,15 @@ def from_trace(
         return None
     issue.origin, issue.torch_type = "trace", TLPARSE_TYPES[name]
     _place(issue, where)
-    issue.suggestion = suggest(issue, ctx, sources=body.get("symbol_to_sources") or {})
+    issue.suggestion = suggest(issue, ctx, sources=as_sources(body.get("symbol_to_sources")))
     return issue
 
 
 def _place(issue: ExportIssue, where: dict[str, Any] | None) -> None:
+    where = as_frame(where)
     if where:
-        issue.file = where.get("file")
-        issue.line = where.get("line")
-        issue.function = where.get("function")
-        issue.code = str(where.get("code") or "").strip()
+        issue.file, issue.line, issue.function = where["file"], where["line"], where["function"]
+        issue.code = where["code"].strip()
 
 
 def _user_location(text: str, frames: list[dict[str, Any]], ctx: Context) -> dict[str, Any] | None:

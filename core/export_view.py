@@ -16,7 +16,17 @@ from typing import Any
 from tcx.core.analysis import RunModel
 from tcx.core.aoti_provenance import PRE_GRAD_GRAPHS, AotiCompile, add_code, add_mappings, add_stack_traces
 from tcx.core.envelope import envelope
-from tcx.core.export_issues import Context, ExportIssue, from_draft, from_exception, from_trace
+from tcx.core.export_issues import (
+    Context,
+    ExportIssue,
+    as_frame,
+    as_int,
+    as_sources,
+    as_text,
+    from_draft,
+    from_exception,
+    from_trace,
+)
 from tcx.core.frames import frame_origin
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.exported_program import ExportedProgramText, is_symbol, parse_exported_program
@@ -231,22 +241,24 @@ class _Builder:
     def recorder(self, event: dict[str, Any]) -> None:
         self.live = True
         if event.get("event") == "start":
+            strict = event.get("strict")
             run = ExportRun(
                 index=len(self.runs),
                 api=str(event.get("api") or "export"),
-                name=event.get("name"),
-                strict=event.get("strict"),
-                call_site=event.get("call_site"),
-                dynamic_shapes=event.get("dynamic_shapes"),
+                name=as_text(event.get("name")),
+                strict=strict if isinstance(strict, bool) else None,
+                call_site=as_frame(event.get("call_site")),
+                dynamic_shapes=as_text(event.get("dynamic_shapes")),
             )
             self.runs.append(run)
             self.open.append(run)
         elif event.get("event") == "end" and self.open:
             run = self.open.pop()
-            run.ok = bool(event.get("ok"))
-            run.seconds = event.get("seconds")
-            run.package_path = event.get("package_path")
-            run.exc_type = event.get("exc_type")
+            seconds = event.get("seconds")
+            run.ok = event.get("ok") is True
+            run.seconds = float(seconds) if isinstance(seconds, (int, float)) and seconds >= 0 else None
+            run.package_path = as_text(event.get("package_path"))
+            run.exc_type = as_text(event.get("exc_type"))
             run._end = event
 
     # -- torch's structured trace -----------------------------------------------------------------
@@ -321,36 +333,32 @@ class _Builder:
             if any((sp.symbol, sp.value) == (symbol, value) for sp in run.specializations):
                 return  # draft_export exports again after a specialization: the same one, logged twice
             run.specializations.append(
-                Specialization(
-                    symbol, [str(s) for s in body.get("sources") or []], value, body.get("reason"), guard
-                )
+                Specialization(symbol, _texts(body.get("sources")), value, as_text(body.get("reason")), guard)
             )
         elif run.api == "log" and name != "export":
             run._trace_issues.append((name, body, self._where(body)))
 
     def _guard(self, body: dict[str, Any], prefix: str | None) -> GuardAdded:
         where = self._where(body) or {}
-        sources = body.get("symbol_to_sources") or {}
         return GuardAdded(
             expr=str(body.get("expr")),
-            prefix=prefix,
+            prefix=as_text(prefix),
             file=where.get("file"),
             line=where.get("line"),
             function=where.get("function"),
             code=str(where.get("code") or ""),
-            sources={str(k): str(v) for k, v in sources.items()} if isinstance(sources, dict) else {},
+            sources=as_sources(body.get("symbol_to_sources")),
         )
 
     def _frames(self, raw: Any, rank: Any = None) -> list[dict[str, Any]]:
         return [
             {
                 "file": self.interner.file(f.get("filename"), rank),
-                "line": f.get("line"),
-                "function": f.get("name"),
-                "code": f.get("loc") or "",
+                "line": as_int(f.get("line")),
+                "function": as_text(f.get("name")),
+                "code": str(f.get("loc") or ""),
             }
-            for f in raw or []
-            if isinstance(f, dict)
+            for f in _dicts(raw)
         ]
 
     def _where(self, body: dict[str, Any]) -> dict[str, Any] | None:
@@ -390,14 +398,14 @@ class _Builder:
                 from_exception(
                     str(end.get("exc_type") or "?"),
                     str(end.get("message") or ""),
-                    [f for f in end.get("frames") or [] if isinstance(f, dict)],
+                    _dicts(end.get("frames")),
                     ctx,
                     end.get("op_schema") if isinstance(end.get("op_schema"), dict) else None,
                 )
             )
-        for failure in end.get("draft_failures") or []:
+        for failure in _dicts(end.get("draft_failures")):
             if isinstance(failure, dict):
-                failure["user_stack"] = [self._resolved(f) for f in failure.get("user_stack") or []]
+                failure["user_stack"] = [self._resolved(f) for f in _dicts(failure.get("user_stack"))]
                 run.issues.append(from_draft(failure, ctx))
         for name, body, where in run._trace_issues:
             issue = from_trace(name, body, where, ctx)
@@ -412,6 +420,14 @@ class _Builder:
         if not frame.get("file") and isinstance(frame.get("file_id"), int):
             frame["file"] = self.interner.file(frame["file_id"])
         return frame
+
+
+def _dicts(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
+
+
+def _texts(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 def _is_user(file: str) -> bool:

@@ -154,7 +154,7 @@ def render_guards(run: ExportRun, console: Console) -> None:
             line.append(f"  [{clean(g.prefix)}]", style="muted")
         if g.line is not None:
             line.append(f"  {location(g.file, g.line)}", style="loc")
-            line.append(f"  {clean(g.code)}", style="muted")
+            line.append(f"  {clean(g.code.split('  #', 1)[0].strip())}", style="muted")
         console.print(line)
     if len(shown) > GUARDS_SHOWN:
         console.print(

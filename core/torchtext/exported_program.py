@@ -109,7 +109,7 @@ def _attach_types(ep: ExportedProgramText) -> None:
     for line in ep.graph.splitlines():
         stripped = line.strip()
         if stripped.startswith("def forward(self"):
-            inner = stripped[stripped.index("(") + 1 : stripped.rindex(")")]
+            inner = stripped.partition("(")[2].rpartition(")")[0]
             params = {m["name"]: m["ann"] for m in _PARAM.finditer(inner) if m["name"] != "self"}
             break
     nodes = {n.name: n.type for n in parse_graph_nodes(ep.graph)}
