@@ -344,7 +344,7 @@ def suggest(
             "strict export traces with Dynamo, which cannot trace this"
             + (f" ({title['title'].strip()})" if title else "")
             + ": export with strict=False (torch's default), which runs the Python"
-            + (f"; torch: {hints[0]}" if hints else "")
+            + (f"; torch: {hints[0].rstrip('.')}" if hints else "")
             + "."
         )
     return (

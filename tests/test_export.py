@@ -104,6 +104,7 @@ def test_each_failure_is_at_the_users_line_with_torchs_exception(deploy):
         ("PadTo", False): ("data-dependent branch", "# ...then a branch on that size"),
         ("Resize", False): ("specialized dynamic dim", "# pins the batch"),
         ("UsesCustomOp", False): ("missing fake kernel", "# tcxdemo::scale has no fake kernel"),
+        ("Timed", True): ("graph break (strict)", "# strict export (Dynamo) will not trace"),
     }
     failed = [e for e in doc["exports"] if e["api"] == "export" and e["ok"] is False]
     assert {(e["name"], e["strict"]) for e in failed} == set(expected)
@@ -116,13 +117,20 @@ def test_each_failure_is_at_the_users_line_with_torchs_exception(deploy):
         assert issue["kind"] == kind
         assert (issue["file"], issue["line"]) == (str(program), source_line(program, marker))
         assert issue["message"] and issue["suggestion"]
-    assert doc["failed_export_count"] == 5
+    assert doc["failed_export_count"] == 6
 
 
 def test_a_data_dependent_branch_gets_torch_cond(deploy):
     for run in runs(deploy["doc"], "Gate"):
         (issue,) = run["failures"]
         assert "torch.cond(" in issue["suggestion"]
+
+
+def test_a_strict_mode_graph_break_suggests_non_strict_export(deploy):
+    (timed,) = runs(deploy["doc"], "Timed")
+    (issue,) = timed["failures"]
+    assert "Attempted to call function marked as skipped" in issue["message"]  # Dynamo's words
+    assert "strict=False" in issue["suggestion"]
 
 
 def test_item_as_a_size_without_and_with_torch_check(deploy):
@@ -249,7 +257,7 @@ def test_torch_2_13s_own_log_of_the_run_read_offline(deploy, tmp_path):
 def test_check_gates_on_export_issues(deploy):
     saved = str(deploy["saved"])
     issues = deploy["doc"]["export_issue_count"]
-    assert issues == 8  # 5 failures, 3 draft-export report entries
+    assert issues == 9  # 6 failures, 3 draft-export report entries
     ok = run_tcx("check", saved, "--max-export-issues", str(issues), env=ENV)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     over = run_tcx("check", saved, "--max-export-issues", "2", env=ENV)
@@ -282,6 +290,16 @@ def test_an_uncaught_failure_is_shown_at_the_branch_and_the_program_says_what_it
     assert plain.returncode == 1 and "GuardOnDataDependentSymNode" in plain.stderr
     assert plain.stdout.splitlines() == ["exporting Gate"]
     assert "exporting Gate" in proc.stderr.splitlines()  # the program's output, passed through
+
+
+def test_check_gates_a_deployment_script_as_it_runs():
+    """`--max-export-issues` records the program's own exports (the `export` capture)."""
+    program = EXPORT / "data_dependent_if.py"
+    proc = run_tcx("check", str(program), "--max-export-issues", "0", env=ENV)
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # the program did not finish
+    line = source_line(program, "# data-dependent")
+    assert "FAIL  torch.export issues" in proc.stdout
+    assert f"data_dependent_if.py:{line}  Gate: data-dependent" in proc.stdout.replace("\n", " ")
 
 
 def test_tcx_exports_a_module_target_itself_with_draft_export():
