@@ -31,6 +31,7 @@ def load(
     opts = build_run_options(params, default_backend, reason, capture)
     loaded = load_target(params["target"], opts)
     loaded.selectors = from_params(params)  # --compile, --kernel, --rank: applied by selection()
+    loaded.model.sources.user_roots = tuple(params.get("source_roots") or ())  # core/source_roots.py
     return loaded
 
 

@@ -119,9 +119,11 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(EXIT_USAGE if exc.exit_code == 2 else exc.exit_code)
     except TcxError as exc:
-        click.echo(f"tcx: error: {exc.message}", err=True)
+        from tcx.renderers.safe import clean  # a message may quote the input (a file name, a field)
+
+        click.echo(f"tcx: error: {clean(exc.message)}", err=True)
         if exc.hint:
-            click.echo(f"     {exc.hint}", err=True)
+            click.echo(f"     {clean(exc.hint)}", err=True)
         sys.exit(exc.exit_code)
     except BrokenPipeError:
         sys.exit(EXIT_OK)

@@ -10,9 +10,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcx.core.event_schema import seconds
 from tcx.core.frames import frame_origin, is_recorder_frame
 from tcx.core.graph_break_text import parse_graph_break
 from tcx.core.recording import Recording
+from tcx.core.source_roots import recorded_roots
 from tcx.core.torchtext import names
 from tcx.core.trace_events import Interner, TraceEvent, normalize, qualified, ranks_of
 from tcx.core.trace_lazy import LogRecord
@@ -155,13 +157,16 @@ class Sources:
     """The program's source files a report may quote, as the recording holds them.
 
     A recording or log is input from anywhere and may name any path: its lines are shown from
-    the text snapshot taken at record time, or from the file on disk only when that file's
-    sha256 is the recorded one (renderers/source.py). A live run just ran the files on disk.
+    the text snapshot taken at record time, or from a file on disk inside the program's recorded
+    `roots` whose sha256 is the recorded one, or inside a folder the user gave (`user_roots`,
+    --source-root); see core/source_roots.py. A live run just ran the files on disk.
     """
 
     texts: dict[str, str] = field(default_factory=dict)
     sha256: dict[str, str] = field(default_factory=dict)
     live: bool = False
+    roots: tuple[str, ...] = ()
+    user_roots: tuple[str, ...] = ()
 
 
 @dataclass
@@ -220,7 +225,7 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
     multi_rank = len(ranks) > 1
     graph_count = 0
     extras: dict[str, list[dict[str, Any]]] = {k: [] for k in ("compile_call", "call", "log")}
-    sources = Sources(live=source_kind == "live")
+    sources = Sources(live=source_kind == "live", roots=recorded_roots(rec.header))
     recorder_events: list[dict[str, Any]] = []
     for event in rec.events:
         kind = event.get("kind") if isinstance(event, (dict, LogRecord)) else None
@@ -343,7 +348,7 @@ def _apply_metrics(comp: Compile, m: dict[str, Any], metrics_recompiles: list[st
     comp.fail_reason = m.get("fail_reason")
     comp.recompile_reason = m.get("recompile_reason")
     comp.restart_reasons = list(m.get("restart_reasons") or [])
-    comp.compile_time_s = m.get("entire_frame_compile_time_s")
+    comp.compile_time_s = seconds(m.get("entire_frame_compile_time_s"))
     comp.metrics = comp.metrics or m
     if comp.recompile_reason:
         metrics_recompiles.append(comp.recompile_reason)

@@ -14,6 +14,7 @@ from typing import Any
 
 from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
+from tcx.core.event_schema import seconds
 from tcx.core.frames import innermost_user_frame, parse_stack_trace
 from tcx.core.graphs_view import human_bytes
 from tcx.core.lazy_items import LazyItems
@@ -213,7 +214,7 @@ def preview_codes(model: RunModel, arch: str | None) -> tuple[list[OutputCode], 
                 ev["source"],
                 f"cuda preview {ev.get('arch')}",
                 ptx=ev.get("ptx") or {},
-                seconds=ev.get("seconds"),
+                seconds=seconds(ev.get("seconds")),
             )
             out.append(code)
     return out, errors, list(dict.fromkeys(archs))

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.analysis import RunModel
+from tcx.core.event_schema import seconds
 
 # Phases in pipeline order: (name, exact step names, step-name prefixes).
 PHASES: tuple[tuple[str, frozenset[str], tuple[str, ...]], ...] = (
@@ -132,10 +133,8 @@ def _text(value: Any) -> str | None:
 
 def _metric_seconds(name: str, body: dict[str, Any]) -> float | None:
     if name == "compilation_metrics":
-        value = body.get("entire_frame_compile_time_s")
-        return float(value) if isinstance(value, (int, float)) else None
-    value = body.get("duration_us")
-    return value / 1e6 if isinstance(value, (int, float)) else None
+        return seconds(body.get("entire_frame_compile_time_s"))
+    return seconds(body.get("duration_us"), 1e-6)
 
 
 def _step(payload: str | None) -> dict[str, Any] | None:
@@ -145,7 +144,7 @@ def _step(payload: str | None) -> dict[str, Any] | None:
         return None
     if not isinstance(step, dict) or step.get("ph") not in ("B", "E"):
         return None
-    if not isinstance(step.get("name"), str) or not isinstance(step.get("ts"), (int, float)):
+    if not isinstance(step.get("name"), str) or seconds(step.get("ts"), 1e-6) is None:
         return None
     return step
 

@@ -12,6 +12,7 @@ absent unless required, and are null only where the spec says so.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +43,22 @@ def _no_surrogates(value: Any) -> Any:
     if isinstance(value, dict):
         return {_no_surrogates(k): _no_surrogates(v) for k, v in value.items()}
     return value
+
+
+# A duration above this (a year) is not one; a log may hold any number where torch writes a time.
+MAX_SECONDS = 365 * 24 * 3600.0
+
+
+def seconds(value: Any, scale: float = 1.0) -> float | None:
+    """`value * scale` as a duration in seconds, where a view uses one: None unless it is a finite
+    number from 0 to MAX_SECONDS (the schema admits NaN, negatives and 300-digit integers)."""
+    if type(value) not in (int, float):
+        return None
+    try:
+        result = float(value) * scale
+    except OverflowError:
+        return None
+    return result if math.isfinite(result) and 0 <= result <= MAX_SECONDS else None
 
 
 # What is wrong with a value: the path to it (innermost first; built only on failure) and why.

@@ -14,6 +14,7 @@ from tcx.core.analysis import RunModel
 from tcx.core.budgets import COUNT_KEYS
 from tcx.core.cache_view import cache_counts
 from tcx.core.envelope import SOURCE_KINDS, run_device
+from tcx.core.event_schema import seconds
 from tcx.core.explain import BreakSite, Explanation, backend_info, explain
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.output_code import kernel_definitions
@@ -97,10 +98,9 @@ def _phases(model: RunModel, selection: Selection) -> dict[str, float]:
             continue
         metrics = comp.metrics
         for key, phase in PHASES.items():
-            value = metrics.get(key)
-            if isinstance(value, (int, float)):
-                seconds = value / 1e6 if key.endswith("_us") else value
-                totals[phase] = round(totals.get(phase, 0.0) + seconds, 4)
+            value = seconds(metrics.get(key), 1e-6 if key.endswith("_us") else 1.0)
+            if value is not None:
+                totals[phase] = round(totals.get(phase, 0.0) + value, 4)
     return totals
 
 

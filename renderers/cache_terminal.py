@@ -169,7 +169,7 @@ def _render_times(view: CacheView, cids: list[str], console: Console) -> None:
         frame = view.frame(cid)
         totals = [run.times[cid].seconds if cid in run.times else None for run in view.runs]
         table.add_row(
-            Text(f"{cid} {frame['function'] or '?'}", style="bold"),
+            Text(clean(f"{cid} {frame['function'] or '?'}"), style="bold"),
             "total",
             *(_num(v) for v in totals),
             *([_saved(totals[0], totals[-1])] if several else []),

@@ -27,7 +27,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
-from tcx.renderers.safe import clean
+from tcx.renderers.safe import SafeConsole, clean
 
 CONTINUATION = "↪ "
 FOLD_ROWS = 12  # the HTML report folds a titled list of rows longer than this
@@ -47,7 +47,7 @@ class Fold:
     digest: str
 
 
-class FoldingConsole(Console):
+class FoldingConsole(SafeConsole):
     """A console whose code blocks are kept aside (`folds`) behind a placeholder line each."""
 
     def __init__(self, *args: object, nonce: str, **kwargs: object) -> None:

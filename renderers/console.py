@@ -9,6 +9,8 @@ from typing import IO
 from rich.console import Console
 from rich.theme import Theme
 
+from tcx.renderers.safe import SafeConsole
+
 THEME = Theme(
     {
         "title": "bold",
@@ -26,10 +28,11 @@ THEME = Theme(
 def make_console(
     file: IO[str] | None = None, *, color: bool | None = None, width: int | None = None
 ) -> Console:
-    """A console for reports; `color=False` (or --no-color / NO_COLOR) prints plain text."""
+    """A console for reports; `color=False` (or --no-color / NO_COLOR) prints plain text. Text is
+    printed through renderers/safe.clean and never read as markup (SafeConsole)."""
     out = file or sys.stdout
     no_color = color is False
-    console = Console(
+    console = SafeConsole(
         file=out,
         theme=THEME,
         width=width,
@@ -37,7 +40,6 @@ def make_console(
         color_system=None if no_color else "auto",
         highlight=False,
         emoji=False,
-        markup=True,
         soft_wrap=False,
     )
     console.on_broken_pipe = _stop_quietly  # type: ignore[method-assign]  # `tcx ... | head` is fine

@@ -12,7 +12,7 @@ from rich.text import Text
 from tcx.core.cache_view import CACHE_NAMES
 from tcx.core.diff import Diff
 from tcx.renderers.header import location
-from tcx.renderers.safe import clean, json_text
+from tcx.renderers.safe import clean, json_text, markdown_text
 
 LABELS = {
     "graph_count": "graphs",
@@ -76,11 +76,9 @@ def terminal(d: Diff, console: Console) -> None:
 
 
 def markdown(d: Diff) -> str:
-    def esc(text: object) -> str:
-        return clean(text).replace("|", "\\|").replace("`", "'")
-
+    esc = markdown_text
     lines = [
-        f"### tcx diff: `{esc(d.a['target'])}` → `{esc(d.b['target'])}`",
+        f"### tcx diff: {esc(d.a['target'])} → {esc(d.b['target'])}",
         "",
         "| | A | B | Δ |",
         "|---|---:|---:|---:|",

@@ -27,7 +27,9 @@ def render_fusion(view: FusionView, console: Console) -> None:
         console.print(Text(f"not available: {clean(view.unavailable)}", style="bad"))
         return
     for g in view.graphs:
-        console.print(Text(f"compile {clean(g.compile_id)} · {g.graph} · {clean(g.device)}", style="title"))
+        console.print(
+            Text(f"compile {clean(g.compile_id)} · {clean(g.graph)} · {clean(g.device)}", style="title")
+        )
         console.print(Padding(Text(clean(g.verdict), style="good"), (0, 0, 0, 2)))
         nodes = Table(box=None, padding=(0, 1), header_style="muted", show_edge=False)
         for col in ("node", "kind", "ATen origins", "your line"):

@@ -51,7 +51,7 @@ def _render_entry(e: Entry, console: Console, full: bool) -> None:
             rows.extend(_guard_row(g, full))
     for rel in e.shape_relations if e.origin == "live" else []:
         rows.append(Text(f"    relation {clean(rel)}", style="warn"))
-    print_lines(console, rows, title=f"the guards of entry {e.compile_id}")
+    print_lines(console, rows, title=f"the guards of entry {clean(e.compile_id)}")
 
 
 def _guard_row(g: Guard, full: bool) -> list[Text]:

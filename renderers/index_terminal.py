@@ -48,7 +48,7 @@ def render_index_rows(rows: list[IndexRow], console: Console) -> None:
         )
         for r in rows
     ]
-    widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(COLUMNS)]
+    widths = [max([len(h), *(len(c[i]) for c in cells)]) for i, h in enumerate(COLUMNS)]
     pairs = enumerate(zip(COLUMNS, widths, strict=True))
     titles = [h.ljust(w) if i < 2 else h.rjust(w) for i, (h, w) in pairs]
     head = Text("  ".join(titles))

@@ -213,7 +213,7 @@ def _entries(rep: RecompileReport, console: Console) -> None:
 
 
 def _entry(e: Entry, console: Console) -> None:
-    head = Text(f"    [{e.compile_id}]", style="count")
+    head = Text(f"    [{clean(e.compile_id)}]", style="count")
     if e.created_by is not None:
         head.append(f" created by call #{e.created_by}", style="muted")
     served = [i for i in e.served if i != e.created_by]
@@ -242,7 +242,7 @@ def _promotions(rep: RecompileReport, console: Console) -> None:
         return
     console.print(Text("Dynamic-shape promotion", style="title"))
     for p in proms:
-        t = Text(f"  {p.compile_id}: ")
+        t = Text(f"  {clean(p.compile_id)}: ")
         t.append(f"{clean(p.arg)} dim {p.dim}", style="title")
         t.append(f" became symbolic {p.symbol} (range {clean(p.range)}, value {p.value} on this call)")
         console.print(t)

@@ -25,7 +25,8 @@ from tcx.renderers.code_block import FoldingConsole
 from tcx.renderers.console import THEME
 from tcx.renderers.explain_terminal import render_explain
 from tcx.renderers.header import location
-from tcx.renderers.safe import clean, json_text
+from tcx.renderers.safe import SafeConsole, clean, json_text
+from tcx.renderers.safe import markdown_text as _md
 
 TRACE_LIMIT = 300
 
@@ -169,7 +170,7 @@ def _capture(render: Callable[[Console], None], *, color: bool, nonce: str | Non
         highlight=False,
         emoji=False,
     )
-    console = FoldingConsole(nonce=nonce, **options) if nonce else Console(**options)
+    console = FoldingConsole(nonce=nonce, **options) if nonce else SafeConsole(**options)
     render(console)
     return console
 
@@ -181,7 +182,7 @@ def _unfold(body: str, console: FoldingConsole, stored: dict[str, str]) -> str:
 
     def fold(m: re.Match[str]) -> str:
         f = console.folds[int(m.group(1))]
-        title = html.escape(f.title)
+        title = html.escape(clean(f.title))
         anchor = stored.get(f.digest)
         if anchor is not None:
             return f'</pre><p class="same">{title}: <a href="#{anchor}">the same text as above</a></p><pre>'
@@ -290,17 +291,6 @@ def report_markdown(report: Report) -> str:
             "",
         ]
     return "\n".join(lines) + "\n"
-
-
-# Markdown punctuation that could start emphasis, a link, a code span or a table cell.
-_MD_ACTIVE = re.compile(r"[\\`*_\[\]|~]")
-
-
-def _md(text: object) -> str:
-    """Text from the run as one line of Markdown text: GitHub and GitLab render inline HTML, so
-    it is HTML-escaped as in the HTML report, and Markdown's own punctuation is backslash-escaped."""
-    escaped = html.escape(clean(text), quote=False).replace("\n", " ")
-    return _MD_ACTIVE.sub(lambda m: "\\" + m.group(), escaped)
 
 
 def _longest_backticks(text: str) -> int:

@@ -1,9 +1,11 @@
 """Source excerpts around a line, syntax-highlighted, from the recording (or a file proven to match it).
 
 A recording or log names files by path, and anyone can write one: a crafted `source` event or
-stack frame must not make tcx print a local file. Lines come from the text recorded with the
-run, from a file on disk only when its sha256 is the one recorded for it, or, for a live run,
-from the files that just ran.
+stack frame must not make tcx open, let alone print, a local file. Lines come from the text
+recorded with the run; from a file on disk only inside the program's recorded folders and when
+its sha256 is the one recorded for it, or inside a folder the user gave (--source-root); or, for
+a live run, from the files that just ran (core/source_roots.py). A file read is a regular file of
+at most MAX_FILE_BYTES, never one under /proc, /dev or /sys.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from tcx.core.analysis import Sources
+from tcx.core.source_roots import in_pseudo_filesystem, inside
 from tcx.renderers.safe import clean
 
 CONTEXT = 2
@@ -27,17 +30,22 @@ def source_lines(file: str, sources: Sources) -> list[str] | None:
     text = sources.texts.get(file)
     if text is not None:
         return text.splitlines()
+    if sources.live:
+        return _disk_lines(file, None)
     expected = sources.sha256.get(file)
-    if expected is None and not sources.live:
-        return None
-    return _disk_lines(file, expected)
+    real = inside(file, sources.user_roots)
+    if real is None and expected is not None:
+        real = inside(file, sources.roots)  # the recording's own folders: only with its sha256
+    return _disk_lines(real, expected) if real is not None else None
 
 
 @functools.lru_cache(maxsize=64)
 def _disk_lines(file: str, sha256: str | None) -> list[str] | None:
     """A regular file's lines, if it is no larger than MAX_FILE_BYTES and has this sha256 (when given)."""
     try:
-        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the report
+        if in_pseudo_filesystem(os.path.realpath(file)) or not stat.S_ISREG(os.stat(file).st_mode):
+            return None  # a device, FIFO or socket is not even opened
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)  # nor blocks, if one replaced the file since
     except (OSError, ValueError):
         return None
     with os.fdopen(fd, "rb") as fh:

@@ -10,6 +10,9 @@ from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 from tcx.renderers.source import source_lines
 
+# Inlining deeper than this is drawn at this depth (a recording may say any depth).
+MAX_DRAWN_DEPTH = 16
+
 
 def render_trace(view: TraceView, console: Console, *, limit: int | None = None) -> None:
     """`limit`: instructions shown per compile (None: 400; 0: all)."""
@@ -47,7 +50,7 @@ def _render_compile(comp: TraceCompile, view: TraceView, console: Console, limit
     shown = comp.instructions if limit <= 0 else comp.instructions[:limit]
     where: tuple | None = None
     for ins in shown:
-        indent = "  " * int(ins.get("depth") or 0)
+        indent = "  " * _drawn_depth(ins.get("depth"))
         key = (ins.get("function"), ins.get("file"), ins.get("line"))
         if key != where:
             if (where is None or key[:2] != where[:2]) and ins.get("depth"):
@@ -81,9 +84,14 @@ def _source_row(indent: str, ins: dict, view: TraceView) -> Text:
     return row
 
 
+def _drawn_depth(depth: object) -> int:
+    return max(0, min(depth, MAX_DRAWN_DEPTH)) if isinstance(depth, int) else 0
+
+
 def _ins_row(indent: str, ins: dict) -> Text:
     arg = ins.get("argrepr") or ("" if ins.get("argval") is None else str(ins.get("argval")))
-    row = Text(f"  {indent}     {ins.get('offset', '?'):>4} ")
+    offset = ins.get("offset")
+    row = Text(f"  {indent}     {'?' if offset is None else offset:>4} ")
     row.append(f"{clean(ins.get('opname')):<24}", style="bold")
     row.append(f" {clean(arg)[:24]:<14} ")
     row.append("[" + ", ".join(clean(s) for s in ins.get("stack") or []) + "]", style="muted")

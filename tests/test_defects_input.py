@@ -247,6 +247,9 @@ def test_source_lines_come_from_the_snapshot_or_a_file_with_the_recorded_hash(tm
         return tcx(capsys, "show", str(path))[1]
 
     sha = hashlib.sha256(secret_file.read_bytes()).hexdigest()
+    # Outside the program's recorded folders (its cwd, its script's folder): never read, right hash or not.
+    assert SECRET not in shown({"file": str(secret_file), "sha256": sha})
+    events[0]["cwd"] = str(secret_file.parent)  # the program ran there
     assert SECRET in shown({"file": str(secret_file), "sha256": sha})  # the file on disk is the recorded one
     assert SECRET not in shown({"file": str(secret_file), "sha256": "0" * 64})  # it is not
     out = shown({"file": str(secret_file), "text": "first = 1\nrecorded = 'SNAPSHOT'\n"})

@@ -1,22 +1,24 @@
 """Property-based fuzzing of the input boundary: mutated TORCH_TRACE logs and recordings.
 
 Each example takes a small real log or recording from the repository, mutates a few records
-(a field of the wrong type, a missing key, a hostile string, a broken payload, a corrupt or
-reordered line), writes it to a file and reads it the way the CLI does: load it, build the
-model and every view's JSON (explain, recompiles, guards, trace, bytecode, graphs, fusion,
-codegen, the report) and print the report's JSON; one in ten also renders every view's
-terminal text. Nothing may raise except tcx's own errors, which the CLI turns into a message
-and a documented exit code; anything else is exit 5 (an internal error).
+and writes it to a file. A mutation is either one the schema refuses (a field of the wrong type,
+a missing key, a corrupt or reordered line: the loaders report and skip it), or one it admits
+(tests/schema_values.py: a field the schema names set to null, a 400-digit or negative integer,
+NaN, an empty or hostile string ...: it reaches every view), or a broken payload. The file is
+read the way the CLI does: load it, build the model and every view's JSON (the report builds
+each registered view) and print the report's JSON; one example in RENDER_ONE_IN instead prints
+every registered view in every format (tests/view_outputs.py), where no control byte may come
+out raw. Nothing may raise except tcx's own errors, which the CLI turns into a message and a
+documented exit code; anything else is exit 5 (an internal error).
 
-Deterministic (derandomized) so CI is reproducible. 10,000 examples in four tests that xdist
-runs side by side: about 150 s of CPU, under a minute and a half on CI's two cores.
+Deterministic (derandomized) so CI is reproducible. 5,600 examples in four tests that xdist
+runs side by side; tests/test_bad_input_round2.py walks every view and format systematically.
 """
 
 from __future__ import annotations
 
 import functools
 import gzip
-import io
 import itertools
 import json
 import random
@@ -28,24 +30,26 @@ import pytest
 from conftest import REPO, TRACE_FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from schema_values import with_one_extreme
+from view_outputs import every_output
 
 from tcx.core import fusion_view, report
 from tcx.core.analysis import RunModel, build_model
 from tcx.core.errors import TcxError
 from tcx.core.recording import load_recording
 from tcx.core.trace_log import load_trace
-from tcx.renderers.console import make_console
-from tcx.renderers.report_output import render_report
 from tcx.renderers.safe import json_text
 
-# Examples per test below; xdist runs the four side by side. 5000 + 3000 mutated logs and
-# 2 x 1000 mutated recordings: 10,000 in all.
-LOG_EXAMPLES = {"tlparse-logs": 5000, "torch2.13-logs": 3000}
-RECORDING_EXAMPLES = 1000
-# One example in ten also renders every view's terminal text (slow): counted, not drawn, since
-# hypothesis draws the ends of an integer range far more often than the rest (a draw of
+# Examples per test below; xdist runs the four side by side. 2500 + 1500 mutated logs and
+# 2 x 800 mutated recordings: 5,600 in all.
+LOG_EXAMPLES = {"tlparse-logs": 2500, "torch2.13-logs": 1500}
+RECORDING_EXAMPLES = 800
+# One example in RENDER_ONE_IN prints every view in every format (slow): counted, not drawn,
+# since hypothesis draws the ends of an integer range far more often than the rest (a draw of
 # `integers(1, 100) == 1` came up in a quarter of the examples).
-RENDER_ONE_IN = 10
+RENDER_ONE_IN = 40
+# A control byte printed raw: text from the input is escaped on every path to any output.
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"
 DATA = REPO / "tests" / "data"
@@ -227,6 +231,29 @@ def mutated_json_line(line: str, rnd: random.Random) -> str:
     return json.dumps(mutated(value, rnd), ensure_ascii=rnd.random() < 0.5)
 
 
+def admitted_json_line(line: str, rnd: random.Random) -> str:
+    """A recording event with one field its spec names set to a value the spec admits."""
+    try:
+        event = json.loads(line)
+    except (ValueError, RecursionError):
+        return line
+    if not isinstance(event, dict):
+        return line
+    return json.dumps(with_one_extreme(event, rnd), ensure_ascii=rnd.random() < 0.5)
+
+
+def admitted_md_line(md: str, rnd: random.Random) -> str:
+    """A log record's metadata with one field (compile context or body) set to an admitted value."""
+    try:
+        value = json.loads(md)
+    except (ValueError, RecursionError):
+        return md
+    if not isinstance(value, dict):
+        return md
+    edited = with_one_extreme({"kind": "trace", "md": value}, rnd)["md"]
+    return json.dumps(edited, ensure_ascii=rnd.random() < 0.5)
+
+
 # ------------------------------------------------------------------ mutated inputs
 # Hypothesis chooses the input, how many mutations, where and which kind; a seed per mutation
 # drives the details (few draws per example keep 10,000 examples affordable).
@@ -251,8 +278,10 @@ def mutated_log(draw: st.DrawFn, bases: list[Any]) -> list[tuple[str, str, tuple
         prefix, md, payload = records[i]
         if prefix == "FILE":
             continue
-        if op <= 5:
+        if op <= 2:
             records[i] = (prefix, mutated_json_line(md, rnd), payload)
+        elif op <= 5:  # a value the schema admits, in a field it names
+            records[i] = (prefix, admitted_md_line(md, rnd), payload)
         elif op == 6:  # a payload that is not what the event's parser expects
             cut = rnd.randint(0, len(payload))
             text = str(hostile(rnd))
@@ -278,8 +307,10 @@ def mutated_recording(draw: st.DrawFn, with_extra: bool) -> list[str]:
         i = draw(st.integers(1, len(lines) - 1))  # the header's own checks are tested elsewhere
         op = draw(st.integers(0, 9))
         rnd = random.Random(draw(SEEDS))
-        if op <= 7:
+        if op <= 4:
             lines[i] = mutated_json_line(lines[i], rnd)
+        elif op <= 7:  # a value the schema admits, in a field it names
+            lines[i] = admitted_json_line(lines[i], rnd)
         elif op == 8:
             j = rnd.randrange(1, len(lines))
             lines[i], lines[j] = lines[j], lines[i]
@@ -294,7 +325,14 @@ def mutated_recording(draw: st.DrawFn, with_extra: bool) -> list[str]:
 def every_view(model: RunModel, render: bool) -> None:
     """Build every view's JSON (the report builds each section's view from the registry, exactly as
     its own command does) and the text the CLI would print; the CUDA-preview views on top. With
-    `render`, also the terminal text of every view (slow: one example in ten)."""
+    `render`, instead every registered view in every format (slow: one example in RENDER_ONE_IN),
+    none of which may print a control byte raw, with JSON that is strict."""
+    if render:
+        for key, text in every_output(model).items():
+            assert not RAW_CONTROL.search(text), (key, RAW_CONTROL.search(text))
+            if key.endswith((" json", " sarif")):
+                json.loads(text, parse_constant=_refuse)
+        return
     rep = report.build_report(model)
     failed = [
         d["unavailable"] for d in rep.docs.values() if "could not be built" in str(d.get("unavailable"))
@@ -303,9 +341,10 @@ def every_view(model: RunModel, render: bool) -> None:
     json_text(report.to_json(rep), indent=None).encode("utf-8")
     if model.source_kind == "recording":  # the CUDA preview's views read recorder events only
         json_text(fusion_view.to_json(fusion_view.build_fusion(model, device="cuda:sm_90")), indent=None)
-    if render:
-        render_report(rep, "text", make_console(io.StringIO(), color=False, width=100))
-        assert not rep.failures, rep.failures  # a section that broke while printing says so there
+
+
+def _refuse(token: str) -> Any:
+    raise AssertionError(f"not strict JSON: {token}")
 
 
 def work_dir(factory: Any, name: str) -> Path:
