@@ -39,9 +39,9 @@ def _render_compile(comp: TraceCompile, view: TraceView, console: Console, limit
     console.print(head)
     facts = [f"{len(comp.instructions) + comp.elided} instructions", f"{len(comp.graph_nodes)} graph nodes"]
     if comp.compiled_at:
-        facts.append(f"graph compiled at {comp.compiled_at['offset']} {comp.compiled_at['opname']}")
+        facts.append(f"graph compiled at {_offset(comp.compiled_at)} {comp.compiled_at['opname']}")
     if comp.graph_break:
-        facts.append(f"graph break at {comp.graph_break['offset']} {comp.graph_break['opname']}")
+        facts.append(f"graph break at {_offset(comp.graph_break)} {comp.graph_break['opname']}")
     if comp.restarted:
         facts.append("restarted: traced again as the next attempt")
     if comp.error and not comp.compiled_at:
@@ -84,14 +84,19 @@ def _source_row(indent: str, ins: dict, view: TraceView) -> Text:
     return row
 
 
+def _offset(ins: dict) -> object:
+    """An instruction's bytecode offset; `?` where the recording has none (the schema allows null)."""
+    offset = ins.get("offset")
+    return "?" if offset is None else offset
+
+
 def _drawn_depth(depth: object) -> int:
     return max(0, min(depth, MAX_DRAWN_DEPTH)) if isinstance(depth, int) else 0
 
 
 def _ins_row(indent: str, ins: dict) -> Text:
     arg = ins.get("argrepr") or ("" if ins.get("argval") is None else str(ins.get("argval")))
-    offset = ins.get("offset")
-    row = Text(f"  {indent}     {'?' if offset is None else offset:>4} ")
+    row = Text(f"  {indent}     {_offset(ins):>4} ")
     row.append(f"{clean(ins.get('opname')):<24}", style="bold")
     row.append(f" {clean(arg)[:24]:<14} ")
     row.append("[" + ", ".join(clean(s) for s in ins.get("stack") or []) + "]", style="muted")
