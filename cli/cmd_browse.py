@@ -12,8 +12,6 @@ import click
 from tcx.cli.options import run_options
 from tcx.cli.views import EPILOG
 
-REASON = "tcx browse shows every stage, so it runs the full pipeline; --backend eager is faster"
-
 
 @click.command(name="browse", epilog=EPILOG)
 @run_options
@@ -24,7 +22,7 @@ def command(**params: Any) -> None:
     to its failing guard). Keyboard only: / search, b k g jump, 1-9 follow a link, q quit."""
     from tcx.cli import common
     from tcx.core.errors import EXIT_INTERNAL, UsageError
-    from tcx.core.views import all_captures
+    from tcx.core.views import all_captures, get
 
     try:
         from tcx.tui.app import BrowseApp
@@ -40,7 +38,7 @@ def command(**params: Any) -> None:
             "tcx browse is interactive and needs a terminal (stdin and stdout); "
             "for output to a file or a pipe use `tcx report`."
         )
-    loaded = common.load(params, "inductor", REASON, capture=all_captures())
+    loaded = common.load(params, get("report").fresh_compile, capture=all_captures())
     selection = common.selection(loaded)
     color = not (params["no_color"] or os.environ.get("NO_COLOR"))
     if not color:

@@ -100,7 +100,7 @@ def record_runs(params: dict[str, Any], warm_runs: int, warm_env: dict[str, str]
     from tcx.cli import common
     from tcx.cli.session import load
 
-    base = common.build_run_options(params, VIEW.backend, VIEW.backend_reason, CAPTURE)
+    base = common.build_run_options(params, VIEW.fresh_compile, CAPTURE)
     loaded = []
     with private_cache_dir() as env:
         for i in range(warm_runs + 1):

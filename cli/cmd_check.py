@@ -13,6 +13,7 @@ from tcx.core.budgets import BUDGET_TYPES, BUDGETS, WARM_RUN_BUDGETS
 from tcx.core.views import get
 
 VIEW = get("check")
+OVERRIDES = ("backend", "mode", "dynamic")
 
 
 def budget_options() -> list[Callable[..., Any]]:
@@ -51,10 +52,15 @@ def budget_options() -> list[Callable[..., Any]]:
 def command(**params: Any) -> None:
     from tcx.cli import common
     from tcx.core.check import budgets_from, compare_baseline, evaluate, write_baseline
-    from tcx.core.errors import EXIT_TARGET
+    from tcx.core.targets import FileTarget, resolve_target
     from tcx.renderers.check_output import render_check
 
     budgets = budgets_from(params, baseline=bool(params["baseline"] or params["write_baseline"]))
+    # Overrides the user chose for this check: a live run uses them, and a recording made with
+    # them is accepted (any other run that did not compile as the program does fails, exit 4).
+    accepted = {k: str(params[k]) for k in OVERRIDES if params.get(k) is not None}
+    if accepted and isinstance(resolve_target(params["target"]), FileTarget):
+        params = {**params, **dict.fromkeys(OVERRIDES)}  # nothing runs: not "ignored", accepted
     warm = None
     if any(key in budgets for key in WARM_RUN_BUDGETS):  # judged on a warm run, as `tcx cache` makes
         from tcx.cli.cmd_cache import warm_run
@@ -63,9 +69,9 @@ def command(**params: Any) -> None:
     else:
         # the program's torch.export calls are recorded only when an export budget is asked for
         capture = ("export",) if "max_export_issues" in budgets else ()
-        loaded = common.load(params, VIEW.backend, VIEW.backend_reason, capture=capture)
+        loaded = common.load(params, VIEW.fresh_compile, capture=capture)
     ex = VIEW.builder()(loaded.model, common.selection(loaded))
-    result = evaluate(ex, budgets, warm)
+    result = evaluate(ex, budgets, warm, accepted)
     if params["baseline"]:
         result.baseline = params["baseline"]
         result.worse_than_baseline = compare_baseline(params["baseline"], ex)
@@ -73,6 +79,5 @@ def command(**params: Any) -> None:
         write_baseline(params["write_baseline"], ex)
         click.echo(f"baseline written to {params['write_baseline']}", err=True)
     render_check(result, params["fmt"], common.console(params))
-    if common.target_failed(loaded.model):
-        sys.exit(EXIT_TARGET)
+    common.saved_note(loaded)
     sys.exit(result.exit_code)

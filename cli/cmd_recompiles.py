@@ -20,4 +20,4 @@ def command(**params: Any) -> None:
             "--what-if evaluates the guards of live cache entries: it needs a program target "
             "(script.py, script.py:func, module:func), not a recording or a log."
         )
-    run_view(VIEW, params)
+    run_view(VIEW, params, render={"full": bool(params.get("show_all"))})

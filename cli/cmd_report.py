@@ -31,7 +31,7 @@ def command(**params: Any) -> None:
     from tcx.core.report import build_report
     from tcx.renderers.report_output import render_report
 
-    loaded = common.load(params, VIEW.backend, VIEW.backend_reason, capture=all_captures())
+    loaded = common.load(params, VIEW.fresh_compile, capture=all_captures())
     report = build_report(loaded.model, common.selection(loaded))
     if params["output"]:
         with open(params["output"], "w", encoding="utf-8") as out, contextlib.redirect_stdout(out):

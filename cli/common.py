@@ -22,13 +22,14 @@ def console(params: dict[str, Any]) -> Any:
     return make_console(color=color, width=params.get("width"))
 
 
-def load(
-    params: dict[str, Any], default_backend: str | None, reason: str, capture: tuple[str, ...] = ()
-) -> Any:
+def load(params: dict[str, Any], fresh_compile: bool = False, capture: tuple[str, ...] = ()) -> Any:
+    """TARGET's model: a recording or log read, or the program run as it runs (see
+    `build_run_options`); `fresh_compile` turns the compile caches off for views that must see
+    every stage compiled."""
     from tcx.cli.session import load as load_target
     from tcx.core.selectors import from_params
 
-    opts = build_run_options(params, default_backend, reason, capture)
+    opts = build_run_options(params, fresh_compile, capture)
     loaded = load_target(params["target"], opts)
     loaded.selectors = from_params(params)  # --compile, --kernel, --rank: applied by selection()
     loaded.model.sources.user_roots = tuple(params.get("source_roots") or ())  # core/source_roots.py
@@ -41,17 +42,15 @@ def selection(loaded: Any) -> Any:
 
     A function that chose nothing is a usage error, unless the program failed first (then the
     failure is what to report, with exit code 3)."""
-    from tcx.core.selection import select
-    from tcx.core.selectors import narrow
+    from tcx.core.selectors import choose
 
-    chosen = select(loaded.model, loaded.function, strict=not target_failed(loaded.model))
-    return narrow(loaded.model, chosen, loaded.selectors)
+    return choose(loaded.model, loaded.function, loaded.selectors)
 
 
 def target_failed(model: Any) -> bool:
-    from tcx.core.explain import program_status
+    from tcx.core.explain import program_failed
 
-    return program_status(model)["status"] not in ("ok", "not recorded")
+    return program_failed(model)
 
 
 def emit_json(doc: dict[str, Any]) -> None:
@@ -61,8 +60,20 @@ def emit_json(doc: dict[str, Any]) -> None:
 
 
 def saved_note(loaded: Any) -> None:
-    if loaded.saved_to:
-        click.echo(f"recording saved to {loaded.saved_to} (tcx show {loaded.saved_to})", err=True)
+    """Where the live run's recording was kept: every view re-renders it without running again."""
+    for path in dict.fromkeys(p for p in (loaded.saved_to, loaded.kept) if p):
+        click.echo(f"recording saved to {path} (any view re-renders it: tcx show {path})", err=True)
+    if loaded.not_kept:
+        click.echo(f"tcx: note: {loaded.not_kept}; --no-save skips it.", err=True)
+
+
+def rerender_target(loaded: Any, typed: str) -> str:
+    """What a follow-up command should name: the saved recording of a live run (with `:func` when
+    one was selected), so a drill-down re-renders instead of running the program again."""
+    saved = loaded.saved_to or loaded.kept
+    if not saved:
+        return typed
+    return f"{saved}:{loaded.function}" if loaded.function else saved
 
 
 def finish(model: Any) -> None:
@@ -72,13 +83,8 @@ def finish(model: Any) -> None:
 
 def load_file(path: str) -> Any:
     """Load a saved recording or TORCH_TRACE log (never runs a program)."""
-    from tcx.cli.session import load as load_target
-    from tcx.core.errors import UsageError
-    from tcx.core.targets import FileTarget, resolve_target
+    from tcx.cli.session import Loaded
+    from tcx.core.inputs import open_file
 
-    target = resolve_target(path)
-    if not isinstance(target, FileTarget):
-        raise UsageError(
-            f"{path!r} is not a recording or a log. Record it first: tcx explain {path} --save run.tcx"
-        )
-    return load_target(path)
+    model, function = open_file(path)
+    return Loaded(model, function)

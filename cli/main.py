@@ -45,7 +45,7 @@ def cli() -> None:
 
 
 @cli.command(epilog=EPILOG)
-@click.argument("recording")
+@click.argument("recording", required=False)
 @click.option(
     "--events",
     "list_events",
@@ -68,13 +68,23 @@ def cli() -> None:
 )
 @render_options(("text", "json"))
 def show(**params: Any) -> None:
-    """Re-render a saved recording or a TORCH_TRACE log (no torch needed); FILE:func for one function."""
+    """Re-render a saved recording or a TORCH_TRACE log (no torch needed); FILE:func for one function.
+
+    Without RECORDING: the last live run, which every view keeps in .tcx/last.tcx."""
     from tcx.core.errors import UsageError
     from tcx.core.explain import explain as build
     from tcx.core.explain import to_json
+    from tcx.core.last_run import LAST_RUN
     from tcx.core.targets import FileTarget, resolve_target
     from tcx.renderers.explain_terminal import render_explain
 
+    if params["recording"] is None:
+        if not os.path.isfile(LAST_RUN):
+            raise UsageError(
+                f"tcx show needs a recording or a log; there is no {LAST_RUN} here "
+                "(every live run keeps one: e.g. tcx explain script.py)."
+            )
+        params["recording"] = LAST_RUN
     target = resolve_target(params["recording"])
     if not isinstance(target, FileTarget):
         if target.module and not target.function:  # a dotted name that is no file: show never imports
@@ -84,7 +94,7 @@ def show(**params: Any) -> None:
             "Use `tcx explain` to run it."
         )
     params["target"] = params["recording"]
-    loaded = common.load(params, None, "")
+    loaded = common.load(params)
     if params["list_events"] or params["event_name"]:
         from tcx.renderers.raw_events import render_raw
 

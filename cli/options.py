@@ -8,6 +8,8 @@ from typing import Any
 
 import click
 
+from tcx.core.last_run import LAST_RUN  # cheap: os and pathlib only
+
 MIN_WIDTH, MAX_WIDTH = 20, 10_000
 
 
@@ -28,7 +30,8 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             "--backend",
             default=None,
             metavar="NAME",
-            help="torch.compile backend for every compile in the run (default: eager for Dynamo-only views).",
+            help="torch.compile backend for every compile in the run (default: what the program asks; "
+            "e.g. eager is faster, but its counts may differ from the program's own run).",
         ),
         click.option(
             "--dynamic/--no-dynamic",
@@ -56,7 +59,12 @@ def run_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Path(dir_okay=False),
             default=None,
             metavar="FILE",
-            help="Keep the recording (re-render later with `tcx show FILE`; .gz compresses).",
+            help="Keep the recording in FILE too (re-render later with `tcx show FILE`; .gz compresses).",
+        ),
+        click.option(
+            "--no-save",
+            is_flag=True,
+            help=f"Do not keep this run's recording in {LAST_RUN} (kept by default, for drill-downs).",
         ),
         click.option(
             "--show-output", is_flag=True, help="Pass the program's stdout/stderr through (to stderr)."
@@ -90,6 +98,15 @@ def render_options(formats: tuple[str, ...]) -> Callable[[Callable[..., Any]], C
                 default=None,
                 help=f"Terminal width for the report ({MIN_WIDTH}-{MAX_WIDTH}).",
             ),
+            click.option(
+                "--source-root",
+                "source_roots",
+                multiple=True,
+                type=click.Path(exists=True, file_okay=False, resolve_path=True),
+                metavar="DIR",
+                help="With a recording or log: quote source files under DIR too (else only the text "
+                "recorded with the run, or files in its recorded folders with their recorded hash).",
+            ),
         ]
         for deco in reversed(decorators):
             fn = deco(fn)
@@ -117,6 +134,7 @@ RUN_ONLY_OPTIONS = {
     "mode": "--mode",
     "timeout": "--timeout",
     "save": "--save",
+    "no_save": "--no-save",
     "show_output": "--show-output",
     "no_backward": "--no-backward",
     "program_args": "program arguments",
@@ -148,18 +166,18 @@ def note_ignored_run_options(params: dict[str, Any]) -> None:
         )
 
 
-def build_run_options(
-    params: dict[str, Any], default_backend: str | None, reason: str, capture: tuple[str, ...] = ()
-) -> Any:
+def build_run_options(params: dict[str, Any], fresh_compile: bool, capture: tuple[str, ...] = ()) -> Any:
+    """The live run a view asks for: the program's own backend, mode and options unless the user
+    overrides them; the compile caches as the program has them unless the view must see every
+    stage compiled (`fresh_compile`)."""
     from tcx.core.callspec import parse_call_spec, spec_to_json
     from tcx.core.driver import RunOptions
 
     note_ignored_run_options(params)
-    backend = params.get("backend")
     calls = [spec_to_json(parse_call_spec(c)) for c in params.get("calls") or ()] or None
     return RunOptions(
-        backend=backend or default_backend,
-        backend_reason="chosen with --backend" if backend else reason,
+        backend=params.get("backend"),
+        caches="off" if fresh_compile else "program",
         dynamic=params.get("dynamic"),
         mode=params.get("mode"),
         calls=calls,
@@ -168,6 +186,7 @@ def build_run_options(
         show_output=bool(params.get("show_output")),
         backward=False if params.get("no_backward") else None,
         save=params.get("save"),
+        keep_last=not params.get("no_save"),
         capture=[*capture, *([f"device={params['device']}"] if params.get("device") else [])],
         what_if=[spec_to_json(parse_call_spec(w)) for w in params.get("what_if") or ()] or None,
     )

@@ -11,6 +11,8 @@ from typing import Any
 from tcx.core.analysis import RunModel, build_model
 from tcx.core.errors import UsageError
 from tcx.core.frames import frame_origin
+from tcx.core.inputs import model_of
+from tcx.core.last_run import keep_last
 from tcx.core.observed import attach_children, check_capture
 from tcx.core.recording import load_recording
 from tcx.core.selectors import Selectors
@@ -21,7 +23,9 @@ from tcx.core.targets import FileTarget, ProgramTarget, resolve_target
 class Loaded:
     model: RunModel
     function: str | None  # restrict views to this function's frames
-    saved_to: str | None = None
+    saved_to: str | None = None  # --save FILE
+    kept: str | None = None  # .tcx/last.tcx (core/last_run.py), where it could be written
+    not_kept: str | None = None  # why .tcx/last.tcx could not be written
     selectors: Selectors = field(default_factory=Selectors)  # --compile, --kernel, --rank
 
 
@@ -29,13 +33,7 @@ def load(target_text: str, opts: object | None = None) -> Loaded:
     """Resolve TARGET and return its model; a program target is run under the recorder."""
     target = resolve_target(target_text)
     if isinstance(target, FileTarget):
-        if target.kind == "recording":
-            model = build_model(load_recording(target.path), "recording")
-            check_capture(model)
-            return Loaded(model, target.function)
-        from tcx.core.trace_log import load_trace
-
-        return Loaded(build_model(load_trace(target.path), "trace"), target.function)
+        return Loaded(model_of(target), target.function)
     return _record(target, opts)
 
 
@@ -55,6 +53,7 @@ def _record(target: ProgramTarget, opts: object | None) -> Loaded:
         save = getattr(opts, "save", None)
         if save:
             driver.keep(run, save)
+        kept, not_kept = keep_last(run.path) if getattr(opts, "keep_last", False) else (None, None)
     finally:
         run.cleanup()
     exit_event = model.program_exit or {}
@@ -67,11 +66,11 @@ def _record(target: ProgramTarget, opts: object | None) -> Loaded:
         )
     if exit_event.get("status") == "tcx_error":
         raise RecorderError(exit_event)
-    check_capture(model, save)
+    check_capture(model, save or kept)
     # When tcx called the function itself everything recorded belongs to it (the compiled
     # frame may be `forward` of a module): core/selection.select knows, from the calls recorded.
     function = target.function
-    return Loaded(model, function, saved_to=save)
+    return Loaded(model, function, saved_to=save, kept=kept, not_kept=not_kept)
 
 
 @contextmanager

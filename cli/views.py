@@ -82,7 +82,7 @@ def run_view(
     """Load TARGET, select its function's compiles, build the view, print JSON or render it."""
     from tcx.cli import common
 
-    loaded = common.load(params, view.backend, view.backend_reason, capture=(*view.captures, *capture))
+    loaded = common.load(params, view.fresh_compile, capture=(*view.captures, *capture))
     selection = common.selection(loaded)
     if params["fmt"] == "text" and print_index(view, params, loaded, selection):
         return
@@ -92,7 +92,7 @@ def run_view(
     else:
         options = {**view.options_for("render", params), **(render or {})}
         view.renderer()(result, common.console(params), **options)
-        common.saved_note(loaded)
+    common.saved_note(loaded)  # on stderr: the JSON on stdout stays one document
     common.finish(loaded.model)
 
 
@@ -112,7 +112,8 @@ def print_index(view: View, params: dict[str, Any], loaded: Any, selection: Any)
     estimate = run_index.estimated_lines(view.name, loaded.model, selection)
     count = len(selection.compile_ids)
     render_index_head(view.name, loaded.model, count, estimate, console, function=selection.function)
-    render_index_rows(run_index.index_rows(loaded.model, selection, view.name, params["target"]), console)
+    target = common.rerender_target(loaded, params["target"])
+    render_index_rows(run_index.index_rows(loaded.model, selection, view.name, target), console)
     common.saved_note(loaded)
     common.finish(loaded.model)
     return True

@@ -111,6 +111,9 @@ class Compile:
     recompile_reason: str | None = None
     restart_reasons: list[str] = field(default_factory=list)
     stack: list[Frame] = field(default_factory=list)
+    # The stack came from tcx's recorder (every caller); else from torch's `dynamo_start`, which
+    # leaves out the direct caller of a torch.compile-wrapped function.
+    full_stack: bool = False
     compile_time_s: float | None = None
     metrics: dict[str, Any] = field(default_factory=dict)  # its first compilation_metrics, as torch wrote it
 
@@ -152,6 +155,15 @@ class GraphBreak:
         return (self.gb_type, self.file, self.line)
 
 
+@dataclass(frozen=True)
+class Recompile:
+    """One recompile (what `TORCH_LOGS=recompiles` prints): the compile it started and torch's
+    reason, from the `recompile_reasons` artifact, or from `compilation_metrics` on older torch."""
+
+    compile_id: str | None
+    reason: str
+
+
 @dataclass
 class Sources:
     """The program's source files a report may quote, as the recording holds them.
@@ -181,7 +193,7 @@ class RunModel:
     compiles: dict[str, Compile]
     graph_breaks: list[GraphBreak]
     graph_count: int
-    recompile_reasons: list[str]
+    recompiles: list[Recompile]
     compile_calls: list[dict[str, Any]]
     calls: list[dict[str, Any]]
     program_exit: dict[str, Any] | None
@@ -205,7 +217,11 @@ class RunModel:
 
     @property
     def recompile_count(self) -> int:
-        return len(self.recompile_reasons)
+        return len(self.recompiles)
+
+    @property
+    def recompile_reasons(self) -> list[str]:
+        return [r.reason for r in self.recompiles]
 
     @property
     def failed_compiles(self) -> list[Compile]:
@@ -217,8 +233,8 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
     compiles: dict[str, Compile] = {}
     breaks: list[GraphBreak] = []
     pending_typed: list[dict[str, Any]] = []
-    recompiles: list[str] = []
-    metrics_recompiles: list[str] = []
+    recompiles: list[Recompile] = []
+    metrics_recompiles: list[Recompile] = []
     unknown: Counter = Counter()
     trace_events: list[TraceEvent] = []
     ranks = ranks_of(rec.events)
@@ -227,6 +243,7 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
     extras: dict[str, list[dict[str, Any]]] = {k: [] for k in ("compile_call", "call", "log")}
     sources = Sources(live=source_kind == "live", roots=recorded_roots(rec.header))
     recorder_events: list[dict[str, Any]] = []
+    caller_stacks: dict[str, list[Frame]] = {}
     for event in rec.events:
         kind = event.get("kind") if isinstance(event, (dict, LogRecord)) else None
         if not isinstance(kind, str):
@@ -262,12 +279,15 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
                     cid = ev.body.get("compile_id")
                     _apply_metrics(_compile(compiles, ev, cid), ev.body, metrics_recompiles)
             elif ev.name == "artifact:recompile_reasons":
-                recompiles.append(_recompile_text(ev.payload))
+                recompiles.append(Recompile(ev.compile_id, _recompile_text(ev.payload)))
             elif ev.name == "artifact:dynamo_graph_break_reason":
                 breaks.append(_graph_break(ev, pending_typed.pop(0) if pending_typed else None))
         elif kind == "graph_break":
             if "hook_error" not in event:
                 pending_typed.append(event)
+        elif kind == "compile_stack":
+            if isinstance(event.get("compile_id"), str):
+                caller_stacks[event["compile_id"]] = _caller_stack(event.get("stack"))
         elif kind == "source":
             _add_source(sources, event)
         elif kind in extras:
@@ -275,6 +295,11 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
         elif kind in RECORDER_EVENTS:
             recorder_events.append(event)
     _name_refused_compiles(compiles)
+    for cid, callers in caller_stacks.items():
+        comp = compiles.get(cid)
+        if comp is not None:
+            comp.stack = callers + comp.stack[-1:]  # torch's last frame is the compiled frame itself
+            comp.full_stack = True
     run_start = rec.first("run_start")
     return RunModel(
         source_kind=source_kind,
@@ -288,7 +313,7 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
         graph_breaks=breaks,
         graph_count=graph_count,
         # Older torch logs carry the reason only in compilation_metrics.
-        recompile_reasons=recompiles or metrics_recompiles,
+        recompiles=recompiles or metrics_recompiles,
         compile_calls=extras["compile_call"],
         calls=extras["call"],
         program_exit=rec.first("program_exit"),
@@ -338,7 +363,15 @@ def _stack(raw: Any, interner: Interner, rank: Any = None) -> list[Frame]:
     return frames
 
 
-def _apply_metrics(comp: Compile, m: dict[str, Any], metrics_recompiles: list[str]) -> None:
+def _caller_stack(raw: Any) -> list[Frame]:
+    return [
+        Frame(file=str(fr["file"]), line=fr.get("line"), name=str(fr.get("name", "?")))
+        for fr in raw or []
+        if isinstance(fr, dict) and isinstance(fr.get("file"), str)
+    ]
+
+
+def _apply_metrics(comp: Compile, m: dict[str, Any], metrics_recompiles: list[Recompile]) -> None:
     comp.co_name = m.get("co_name") or comp.co_name
     comp.co_filename = m.get("co_filename") or comp.co_filename
     comp.co_firstlineno = m.get("co_firstlineno") or comp.co_firstlineno
@@ -351,7 +384,7 @@ def _apply_metrics(comp: Compile, m: dict[str, Any], metrics_recompiles: list[st
     comp.compile_time_s = seconds(m.get("entire_frame_compile_time_s"))
     comp.metrics = comp.metrics or m
     if comp.recompile_reason:
-        metrics_recompiles.append(comp.recompile_reason)
+        metrics_recompiles.append(Recompile(comp.compile_id, comp.recompile_reason))
     if comp.fail_type and not comp.co_name:
         # A frame refused before tracing (e.g. the recompile limit) has no co_name in metrics.
         comp.co_name = _frame_name_from_stack(comp)

@@ -23,6 +23,7 @@ from typing import Any
 from tcx.core.analysis import RunModel
 from tcx.core.compile_phases import CompileTime, compile_times
 from tcx.core.envelope import SOURCE_KINDS, envelope
+from tcx.core.restarts import restarts_by_attempt
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.cache_key import (
     Component,
@@ -92,12 +93,21 @@ class Lookup:
     time_taken_s: float | None
     components: dict[str, Component]
     not_stored: str | None = None  # torch could not save the entry (a pickling failure)
-    slot: tuple[Any, ...] = ()  # (compile id, cache, graph, n): the same lookup in another run
+    # (compile id, cache, graph, n): the same lookup in another run; n is "attempt N" for a lookup
+    # of an abandoned attempt
+    slot: tuple[Any, ...] = ()
     why: Why | None = None
+    attempt: int = 0
+    restarted: str | None = None  # torch restarted this attempt (why): its lookups are not counted
 
     @property
     def hit(self) -> bool:
         return self.state == "hit"
+
+    @property
+    def counted(self) -> bool:
+        """A lookup of the attempt that produced the compile (an abandoned attempt's is not)."""
+        return self.restarted is None
 
     def to_json(self, labels: list[str]) -> dict[str, Any]:
         why = self.why
@@ -113,6 +123,8 @@ class Lookup:
             "time_taken_s": self.time_taken_s,
             "key_parts_logged": bool(self.components),
             "not_stored": self.not_stored,
+            "attempt": self.attempt,
+            "restarted": self.restarted,
             "why": None
             if why is None
             else {
@@ -139,7 +151,12 @@ class RunCaches:
         return [lk for lk in self.lookups if lk.compile_id == compile_id]
 
     def count(self, *states: str) -> int:
-        return sum(1 for lk in self.lookups if lk.state in states)
+        """Lookups in these states, of the attempts that produced compiles (see Lookup.counted)."""
+        return sum(1 for lk in self.lookups if lk.state in states and lk.counted)
+
+    @property
+    def counted(self) -> list[Lookup]:
+        return [lk for lk in self.lookups if lk.counted]
 
     @property
     def compile_seconds(self) -> float | None:
@@ -150,9 +167,10 @@ class RunCaches:
     def torch_saved_seconds(self) -> float:
         """What torch says the hits saved: an AOTAutograd hit's time covers its graphs' FX hits."""
         total = 0.0
-        for cid in {lk.compile_id for lk in self.lookups}:
-            aot = [lk.time_saved_s or 0.0 for lk in self.of(cid) if lk.hit and lk.cache == "aotautograd"]
-            fx = [lk.time_saved_s or 0.0 for lk in self.of(cid) if lk.hit and lk.cache == "fx_graph"]
+        for cid in {lk.compile_id for lk in self.counted}:
+            mine = [lk for lk in self.of(cid) if lk.counted and lk.hit]
+            aot = [lk.time_saved_s or 0.0 for lk in mine if lk.cache == "aotautograd"]
+            fx = [lk.time_saved_s or 0.0 for lk in mine if lk.cache == "fx_graph"]
             total += sum(aot) if aot else sum(fx)
         return round(total, 3)
 
@@ -210,7 +228,12 @@ class CacheView:
 
     @property
     def cache_lookup_count(self) -> int:
-        return len(self.judged.lookups)
+        return len(self.judged.counted)
+
+    @property
+    def abandoned_lookup_count(self) -> int:
+        """The judged run's lookups made by attempts torch restarted (not counted)."""
+        return len(self.judged.lookups) - len(self.judged.counted)
 
     @property
     def cache_hit_count(self) -> int:
@@ -259,44 +282,79 @@ class CacheView:
 
     def fully_warm(self) -> list[dict[str, Any]]:
         """Per compile: what it would cost with every lookup a hit. Measured where some run hit all of
-        its lookups; else the judged run's time less its graphs' Inductor compiles that missed."""
+        its lookups; else the judged run's time less its graphs' Inductor compiles that missed.
+        `kind` says which: measured, estimated, no lookups, caches disabled."""
         out = []
         for cid in self.compile_ids():
             if self.judged.caches_disabled:
                 out.append(
-                    {"compile_id": cid, "seconds": None, "basis": "the caches were disabled in this run"}
+                    {
+                        "compile_id": cid,
+                        "seconds": None,
+                        "kind": "caches disabled",
+                        "basis": "the caches were disabled in this run",
+                    }
                 )
                 continue
             judged = self.judged.times.get(cid)
             seconds = judged.seconds if judged else None
-            basis = "no cache lookups"
+            kind, basis = "no lookups", "no cache lookups"
             for run in reversed(self.runs):
-                lookups = run.of(cid)
+                lookups = [lk for lk in run.of(cid) if lk.counted]
                 time = run.times.get(cid)
                 if lookups and all(lk.hit for lk in lookups) and time and time.seconds is not None:
-                    seconds, basis = time.seconds, f"measured: every lookup hit in {run.label}"
+                    seconds, kind = time.seconds, "measured"
+                    basis = f"measured: every lookup hit in {run.label}"
                     break
             else:
-                if self.judged.of(cid) and seconds is not None and judged is not None:
+                if (
+                    any(lk.counted for lk in self.judged.of(cid))
+                    and seconds is not None
+                    and judged is not None
+                ):
                     skipped = sum(
                         g["seconds"]
                         for g in judged.graph_compiles
                         if g.get("cache_state") in ("miss", "bypass")
                     )
-                    seconds = max(0.0, seconds - skipped)
+                    seconds, kind = max(0.0, seconds - skipped), "estimated"
                     basis = (
                         f"estimated: {self.judged.label}'s time less its {skipped:.2f} s of Inductor "
                         "compiles that did not hit; a hit still loads the entry"
                     )
             out.append(
-                {"compile_id": cid, "seconds": None if seconds is None else round(seconds, 3), "basis": basis}
+                {
+                    "compile_id": cid,
+                    "seconds": None if seconds is None else round(seconds, 3),
+                    "kind": kind,
+                    "basis": basis,
+                }
             )
         return out
 
-    @property
-    def fully_warm_seconds(self) -> float | None:
-        values = [f["seconds"] for f in self.fully_warm() if f["seconds"] is not None]
-        return round(sum(values), 3) if values else None
+    def fully_warm_sentence(self) -> str | None:
+        """What the fully-warm figure is made of, compile by compile as the data says (one sentence)."""
+        rows = [r for r in self.fully_warm() if r["seconds"] is not None]
+        if not rows or self.judged.caches_disabled:
+            return None
+        total = round(sum(r["seconds"] for r in rows), 3)
+        parts = []
+        for kind, what in (
+            ("measured", "measured where every lookup of a compile hit"),
+            ("estimated", f"estimated where {self.judged.label} missed or bypassed"),
+            ("no lookups", "as measured where a compile made no cache lookup"),
+        ):
+            group = [r for r in rows if r["kind"] == kind]
+            if group:
+                seconds = sum(r["seconds"] for r in group)
+                parts.append(f"{what}: {_count(len(group), 'compile')}, {seconds:.2f} s")
+        misses = self.cache_miss_count
+        tail = (
+            f"; {self.judged.label} missed or bypassed {misses} of {self.cache_lookup_count} lookups"
+            if misses
+            else ""
+        )
+        return f"A fully warm start would cost ≈ {total:.2f} s of compile ({'; '.join(parts)}{tail})."
 
     def time_sinks(self, top: int = TOP_SINKS) -> list[dict[str, Any]]:
         """The judged run's largest (compile, phase) times, with the user function compiled."""
@@ -342,9 +400,11 @@ def _run(label: str, model: RunModel, selection: Selection, env: dict[str, str])
 
 
 def _lookups(model: RunModel, selection: Selection) -> list[Lookup]:
-    """Every cache lookup torch logged for the selected compiles, in log order."""
+    """Every cache lookup torch logged for the selected compiles, in log order. A lookup made by an
+    attempt that torch restarted carries the restart's reason (it is shown, not counted)."""
     lookups: list[Lookup] = []
     seen: dict[tuple[Any, ...], int] = {}
+    restarted = restarts_by_attempt(model)
     for ev in model.trace_events:
         if ev.name == _PICKLE_FAILURE:
             _mark_not_stored(lookups, ev.compile_id, _json(ev.payload))
@@ -353,9 +413,14 @@ def _lookups(model: RunModel, selection: Selection) -> list[Lookup]:
         if not m or not selection.includes(ev.compile_id):
             continue
         lookup = _lookup(m["cache"], m["state"], ev.compile_id, _json(ev.payload))
+        restart = restarted.get((ev.compile_id or "", ev.attempt))
+        lookup.attempt = ev.attempt
         base = (lookup.compile_id, lookup.cache, lookup.graph)
+        if restart is not None:
+            lookup.restarted = restart.reason
+            base = (*base, ev.attempt)
         seen[base] = seen.get(base, -1) + 1
-        lookup.slot = (*base, seen[base])
+        lookup.slot = (*base[:3], f"attempt {ev.attempt}" if restart else seen[base])
         lookups.append(lookup)
     return lookups
 
@@ -432,6 +497,11 @@ def _caches_disabled(model: RunModel) -> bool | None:
 
 
 def _why(lookup: Lookup, k: int, runs: list[RunCaches]) -> Why | None:
+    if lookup.restarted is not None:
+        return Why(
+            f"not counted: torch restarted this compile and threw attempt {lookup.attempt} away with its "
+            f"lookups ({lookup.restarted})"
+        )
     if lookup.state == "bypass":
         return Why(f"bypassed: {lookup.reason or 'torch gave no reason'}")
     if lookup.state not in ("hit", "miss"):
@@ -605,6 +675,8 @@ def to_json(view: CacheView) -> dict[str, Any]:
         "saved_seconds": view.saved_seconds,
         "fully_warm_seconds": view.fully_warm_seconds,
         "fully_warm": view.fully_warm(),
+        "fully_warm_summary": view.fully_warm_sentence(),
+        "abandoned_lookup_count": view.abandoned_lookup_count,
         "time_sinks": view.time_sinks(),
         "compiles": compiles,
     }
@@ -614,6 +686,8 @@ def cache_counts(model: RunModel, selection: Selection | None = None) -> dict[st
     """Lookups per cache and state in one run (`tcx diff` and baselines compare them)."""
     out: dict[str, dict[str, int]] = {}
     for lk in _lookups(model, selection or whole_run(model)):
+        if not lk.counted:
+            continue
         states = out.setdefault(lk.cache, {})
         states[lk.state] = states.get(lk.state, 0) + 1
     return out

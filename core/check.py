@@ -9,10 +9,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcx.core.analysis import Compile
 from tcx.core.budgets import BUDGETS
-from tcx.core.errors import EXIT_BUDGET, EXIT_INPUT, EXIT_OK, UsageError
+from tcx.core.errors import EXIT_BUDGET, EXIT_INPUT, EXIT_OK, EXIT_TARGET, UsageError
 from tcx.core.explain import Explanation, to_json
+from tcx.core.log_consistency import disagreements
 from tcx.core.observed import CHILD_COUNTS, child_processes
+from tcx.core.program_failure import Failure, failure
+from tcx.core.run_conditions import run_conditions
+
+
+@dataclass(frozen=True)
+class Cause:
+    """One thing behind a count: a break site, a recompile, a frame's graphs, a failed frame."""
+
+    text: str
+    file: str | None = None
+    line: int | None = None
 
 
 @dataclass
@@ -22,6 +35,7 @@ class Verdict:
     limit: float
     actual: float  # the program's and its child processes' together
     in_children: int = 0  # how many of `actual` happened in child processes
+    causes: list[Cause] = field(default_factory=list)  # what makes up the count, for a failure
 
     @property
     def exceeded(self) -> bool:
@@ -41,6 +55,13 @@ class CheckResult:
     # Lines of the recording or log that could not be read (corrupted, malformed, truncated):
     # whatever they held (a graph break, a recompile) is unknown, so the check does not pass.
     unreadable: list[str] = field(default_factory=list)
+    # Settings the run used instead of the program's own (core/run_conditions.py) that the check
+    # was not told to accept: its counts may not be the program's, so the check does not pass.
+    not_as_program: list[str] = field(default_factory=list)
+    failure: Failure | None = None  # the program did not finish: the counts cover only part of it
+    # Facts torch logged twice that disagree (core/log_consistency.py: records taken out of the log,
+    # or a log cut in the middle of a compile): what is missing is unknown, so the check does not pass.
+    inconsistent: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[Verdict]:
@@ -48,14 +69,25 @@ class CheckResult:
 
     @property
     def passed(self) -> bool:
-        return not (self.failed or self.worse_than_baseline or self.not_observed or self.unreadable)
+        return not (
+            self.failed
+            or self.worse_than_baseline
+            or self.not_observed
+            or self.unreadable
+            or self.not_as_program
+            or self.inconsistent
+        )
 
     @property
     def exit_code(self) -> int:
-        """1 when a budget is exceeded; else 4 when part of the run was not observed or not readable."""
+        """3 when the program did not finish; 1 when a budget is exceeded; else 4 when part of the
+        run was not observed or not readable, or the run did not compile as the program does."""
+        if self.failure:
+            return EXIT_TARGET
         if self.failed or self.worse_than_baseline:
             return EXIT_BUDGET
-        return EXIT_INPUT if self.not_observed or self.unreadable else EXIT_OK
+        incomplete = self.not_observed or self.unreadable or self.inconsistent
+        return EXIT_INPUT if incomplete or self.not_as_program else EXIT_OK
 
 
 def budgets_from(params: dict[str, Any], baseline: bool = False) -> dict[str, float]:
@@ -71,11 +103,18 @@ def budgets_from(params: dict[str, Any], baseline: bool = False) -> dict[str, fl
     return budgets
 
 
-def evaluate(ex: Explanation, budgets: dict[str, float], warm: dict[str, float] | None = None) -> CheckResult:
+def evaluate(
+    ex: Explanation,
+    budgets: dict[str, float],
+    warm: dict[str, float] | None = None,
+    accepted: dict[str, str] | None = None,
+) -> CheckResult:
     """Each budget against the program's count plus its child processes' (core/observed.py).
 
     `warm`: the warm run's `compile_seconds` and `cache_miss_count` (core/cache_view.py), which
-    the warm-start budgets (core/budgets.WARM_RUN_BUDGETS) are judged on."""
+    the warm-start budgets (core/budgets.WARM_RUN_BUDGETS) are judged on. `accepted`: the settings
+    the user chose for this check (`--backend eager`): a run that used them instead of the
+    program's own is judged; any other override fails the check (exit 4)."""
     summary = {**to_json(ex), **(warm or {})}
     children = child_processes(ex.model)
     function = None if ex.selection.whole_run else ex.selection.function
@@ -98,15 +137,65 @@ def evaluate(ex: Explanation, budgets: dict[str, float], warm: dict[str, float] 
                 limit=limit,
                 actual=warm[count] if warm and count in warm else run_count(ex, count) + in_children,
                 in_children=in_children,
+                causes=causes(ex, count),
             )
         )
+    conditions = run_conditions(ex.model)
     return CheckResult(
         explanation=ex,
         summary=summary,
         verdicts=verdicts,
         not_observed=children.not_observed,
         unreadable=list(ex.model.problems),
+        inconsistent=disagreements(ex.model),
+        not_as_program=[o.text for o in conditions.overrides if (accepted or {}).get(o.key) != o.used],
+        failure=failure(ex.model),
     )
+
+
+def causes(ex: Explanation, count: str) -> list[Cause]:
+    """What makes up `count` in this run, each at its user line where torch says."""
+    if count in ("graph_break_count", "unique_graph_break_count"):
+        return [Cause(f"{s.gb_type}  ×{len(s.occurrences)}", s.file, s.line) for s in ex.sites]
+    if count == "recompile_count":
+        out = []
+        for r in ex.recompiles:
+            comp = ex.model.compiles.get(r.compile_id or "")
+            first = next((ln.strip() for ln in r.reason.splitlines() if ln.strip()), "no reason logged")
+            name = comp.display_name if comp and comp.co_name else "?"
+            out.append(
+                Cause(
+                    f"{r.compile_id or '?'} recompiled {name}: {first}",
+                    comp.co_filename if comp else None,
+                    comp.co_firstlineno if comp else None,
+                )
+            )
+        return out
+    if count == "graph_count":
+        by_frame: dict[str, list[Compile]] = {}
+        for comp in ex.compiles.values():
+            if comp.graph_count:
+                by_frame.setdefault(comp.display_name, []).append(comp)
+        return [
+            Cause(
+                f"{name}: {sum(c.graph_count for c in comps)} graph(s) in compile(s) "
+                + ", ".join(c.compile_id for c in comps),
+                comps[0].co_filename,
+                comps[0].co_firstlineno,
+            )
+            for name, comps in by_frame.items()
+        ]
+    if count == "failed_frame_count":
+        return [Cause(f"{f.compile_id} {f.function}: {f.kind}", f.file, f.line) for f in ex.failed_frames]
+    if count == "export_issue_count":
+        from tcx.core.export_view import build_export
+
+        return [
+            Cause(f"{run.label}: {issue.kind}", issue.file, issue.line)
+            for run in build_export(ex.model, ex.selection).exports
+            for issue in run.issues
+        ]
+    return []
 
 
 def run_count(ex: Explanation, count: str) -> int:

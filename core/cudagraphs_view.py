@@ -50,7 +50,8 @@ class GraphCudagraphs:
     compile_id: str | None
     graph: str | None
     # captured (a tree recorded it), wrapped (handed to CUDA graphs, not recorded: the program ended,
-    # or a preview), partly (some partitions stay outside), skipped, not enabled
+    # or a preview), partly (some partitions stay outside), skipped (requested, and torch said why
+    # not), on the CPU (requested, but the graph runs on the CPU), not requested
     status: str
     captured: int = 0
     partitions: int | None = None
@@ -115,19 +116,27 @@ def build_cudagraphs(
         )
         for cid, graph in keys
     ]
+    asked = _modes_asked(model)
+    for g in graphs:
+        if g.status == "not requested" and _asked_for(model, g.compile_id, asked):
+            g.status = "on the CPU" if _on_cpu(g) else "skipped"
     unavailable = None
     features = (model.run_start or {}).get("features") or {}
     if features.get("cudagraphs"):
         unavailable = str(features["cudagraphs"])
     elif "cudagraphs" not in features and not events:
         unavailable = "this recording has no CUDA-graph events (record it with `tcx cudagraphs`)"
-    elif not any(g.status != "not enabled" for g in graphs):
+    elif not any(g.status != "not requested" for g in graphs):
         unavailable = (
-            'no graph was compiled with CUDA graphs: compile with mode="reduce-overhead" '
-            "(or pass --mode reduce-overhead)"
+            'no graph asked for CUDA graphs: compile with mode="reduce-overhead" (or pass --mode '
+            "reduce-overhead)"
         )
     notes = preview_notes(model, device.split(":", 1)[1]) if preview else None
     return CudagraphsView(model, selection, device, graphs, unavailable, notes)
+
+
+# torch's should_partition reason for every op when CUDA graphs are off for the graph
+_NOT_REQUESTED = "when cudagraphs is disabled"
 
 
 def _graph(
@@ -138,11 +147,13 @@ def _graph(
     wrapped = any(e.get("event") == "cudagraphified" for e in events)
     captured = sum(1 for e in events if e.get("event") == "captured")
     skips = [e for e in events if e.get("event") == "skip"]
-    enabled = decided is not None or wrapped or captured or skips
+    nodes = (partitions or {}).get("nodes") or []
+    partitioned_for_cudagraphs = any(_NOT_REQUESTED not in str(n.get("reason")) for n in nodes)
+    enabled = decided is not None or wrapped or captured or skips or partitioned_for_cudagraphs
     out = GraphCudagraphs(
         cid,
         graph,
-        "not enabled",
+        "not requested",
         captured=captured,
         partitions=(partitions or {}).get("partitions"),
         cudagraphable_partitions=(partitions or {}).get("cudagraphable"),
@@ -172,7 +183,7 @@ def _graph(
         )
     split = bool(partitions) and (partitions.get("cudagraphable") or 0) < (partitions.get("partitions") or 0)
     if split:
-        for node in (partitions or {}).get("nodes") or []:
+        for node in nodes:
             text = f"{node.get('reason')} ({node.get('op') or node.get('node')})"
             out.reasons.append(Reason(category(text), text, node.get("user_line"), "compile"))
     if captured:
@@ -180,7 +191,7 @@ def _graph(
     elif wrapped and not skips:
         out.status = "partly" if split else "wrapped"
     else:
-        out.status = "skipped"
+        out.status = "on the CPU" if _on_cpu(out) else "skipped"
     if preview and out.status in ("wrapped", "partly"):
         out.reasons.append(
             Reason(
@@ -195,6 +206,27 @@ def _graph(
     return out
 
 
+def _on_cpu(g: GraphCudagraphs) -> bool:
+    """Every reason torch gave is the CPU (CUDA graphs capture CUDA work only)."""
+    return bool(g.reasons) and all(r.category == "CPU tensors" for r in g.reasons)
+
+
+def _modes_asked(model: RunModel) -> dict[str, set[str]]:
+    """The `mode=` each torch.compile call of the program asked for, by the function it compiled."""
+    out: dict[str, set[str]] = {}
+    for call in model.compile_calls:
+        mode = str((call.get("used") or call.get("asked") or {}).get("mode", "None")).strip("'\"")
+        out.setdefault(str(call.get("target")), set()).add(mode)
+    return out
+
+
+def _asked_for(model: RunModel, compile_id: str | None, asked: dict[str, set[str]]) -> bool:
+    """The program's torch.compile call for this frame asked for CUDA graphs (reduce-overhead)."""
+    comp = model.compiles.get(compile_id or "")
+    modes = asked.get(comp.co_name or "", set()) if comp else set()
+    return any("reduce-overhead" in m for m in modes)
+
+
 def to_json(view: CudagraphsView) -> dict[str, Any]:
     shown = view.device if view.is_preview else None
     return {
@@ -203,6 +235,8 @@ def to_json(view: CudagraphsView) -> dict[str, Any]:
         "unavailable": view.unavailable,
         "captured_count": sum(1 for g in view.graphs if g.status == "captured"),
         "skipped_count": sum(1 for g in view.graphs if g.status == "skipped"),
+        "on_cpu_count": sum(1 for g in view.graphs if g.status == "on the CPU"),
+        "not_requested_count": sum(1 for g in view.graphs if g.status == "not requested"),
         "graphs": [g.to_json() for g in view.graphs],
         "preview_notes": view.preview_notes,
     }

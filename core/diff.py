@@ -33,6 +33,20 @@ class Diff:
     caches: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
 
     @property
+    def conditions_differ(self) -> list[str]:
+        """How the two runs compiled differently (backend, overrides, caches): said before any
+        count, because a different backend alone changes graph, break and recompile counts."""
+        a, b = self.a.get("backend") or {}, self.b.get("backend") or {}
+        out = []
+        as_program = (a.get("as_program", True), b.get("as_program", True))
+        unknown = not (a.get("name") and b.get("name"))  # a log does not say which backend it ran
+        if (as_program[0] != as_program[1]) or (not unknown and a["name"] != b["name"]):
+            out.append(f"backend: A {_backend(a)}, B {_backend(b)}")
+        if a.get("caches") and b.get("caches") and a["caches"] != b["caches"]:
+            out.append(f"compile caches: A {a['caches']}, B {b['caches']}")
+        return out
+
+    @property
     def regressions(self) -> list[str]:
         out = [
             f"{key}: {a} -> {b}" for key, (a, b) in self.counts.items() if key in WORSE_WHEN_HIGHER and b > a
@@ -57,6 +71,7 @@ class Diff:
             "kernels_removed": self.kernels_removed,
             "compile_time_s": {k: {"a": a, "b": b} for k, (a, b) in self.compile_time.items()},
             "caches": {f"{c}.{s}": {"a": a, "b": b} for (c, s), (a, b) in self.caches.items()},
+            "conditions_differ": self.conditions_differ,
             "regressions": self.regressions,
         }
 
@@ -107,6 +122,14 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> Diff:
         compile_time={p: (a["compile_time_s"].get(p), b["compile_time_s"].get(p)) for p in phases},
         caches=_caches(a.get("caches") or {}, b.get("caches") or {}),
     )
+
+
+def _backend(side: dict[str, Any]) -> str:
+    name = side.get("name") or "as the program asks (not recorded which)"
+    if side.get("as_program", True):
+        return f"{name} (as the program asks)" if side.get("name") else name
+    asked = ", ".join(side.get("program_asked") or []) or "?"
+    return f"{name} (an override: the program asks for {asked})"
 
 
 def _caches(a: dict[str, Any], b: dict[str, Any]) -> dict[tuple[str, str], tuple[int, int]]:

@@ -31,12 +31,21 @@ OUTPUT_TAIL_LINES = 30
 OUTPUT_TAIL_BYTES = 64 * 1024
 OUTPUT_LINE_CHARS = 1000
 MAX_SOURCE_BYTES = 1_000_000
+# The recorder child. Not `-m`: that puts the current directory first on sys.path, and a checkout
+# or a project with a `tcx/` folder there would shadow the installed tcx ("No module named
+# 'tcx.core'"). The program's own sys.path[0] is set by the child as Python would set it.
+CHILD_MAIN = (
+    "import os, sys\n"
+    "if sys.path and sys.path[0] in ('', os.getcwd()): del sys.path[0]\n"
+    "from tcx.core.recorder.child import main\n"
+    "sys.exit(main(sys.argv[1:]))"
+)
 
 
 @dataclass
 class RunOptions:
-    backend: str | None = None
-    backend_reason: str = ""
+    backend: str | None = None  # None: each torch.compile call keeps the program's own backend
+    caches: str = "program"  # "program": the compile caches as the program has them; "off": disabled
     dynamic: bool | None = None
     mode: str | None = None
     calls: list[list[dict]] | None = None
@@ -45,6 +54,7 @@ class RunOptions:
     show_output: bool = False
     backward: bool | None = None
     save: str | None = None
+    keep_last: bool = False  # keep the recording in .tcx/last.tcx (core/last_run.py)
     capture: list[str] = field(default_factory=list)  # optional captures (core/recorder/captures.py)
     what_if: list[list[dict]] | None = None  # `tcx recompiles --what-if`: evaluated after the run
     env: dict[str, str] = field(default_factory=dict)  # added to the program's environment (`tcx cache`)
@@ -87,7 +97,7 @@ def record(
         "args": opts.args,
         "calls": opts.calls,
         "backend": opts.backend,
-        "backend_reason": opts.backend_reason,
+        "caches": opts.caches,
         "dynamic": opts.dynamic,
         "mode": opts.mode,
         "backward": opts.backward,
@@ -100,7 +110,7 @@ def record(
         sink = sys.stderr if opts.show_output else out
         with Supervisor() as supervisor:
             proc = supervisor.popen(
-                [sys.executable, "-m", "tcx.core.recorder.child", json.dumps(spec)],
+                [sys.executable, "-c", CHILD_MAIN, json.dumps(spec)],
                 stdin=subprocess.DEVNULL,
                 stdout=sink,
                 stderr=sink,

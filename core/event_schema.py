@@ -275,9 +275,11 @@ RECORDER_EVENTS: dict[str, Obj] = {
     "run_start": Obj(
         torch_version=OSTR,
         backend=OSTR,
-        backend_reason=OSTR,
+        backend_reason=OSTR,  # recordings made before tcx ran programs with their own backend
+        caches=OSTR,
         features=Map(ANY_SCALAR, nullable=True),
     ),
+    "compile_stack": Obj(required=("stack",), stack=Seq(USER_FRAME)),
     "trace": Obj(required=("md",), md=DICT, payload=OSTR),
     "graph_break": Obj(
         gb_type=OSTR, gb_id=OSTR, frame=OSTR, frame_file=OSTR, reason=OSTR, user_stack=Seq(USER_FRAME)
@@ -285,7 +287,16 @@ RECORDER_EVENTS: dict[str, Obj] = {
     "compile_call": Obj(asked=DICT, used=DICT, target=OSTR),
     "call": Obj(index=INT, function=OSTR, args=Seq(STR), kwargs=Map(STR)),  # "8x16:float32"
     "log": Obj(logger=OSTR, level=OSTR, message=OSTR),
-    "program_exit": Obj(status=OSTR, exit_code=OINT, exc_type=OSTR, message=OSTR, traceback=OSTR),
+    "program_exit": Obj(
+        status=OSTR,
+        exit_code=OINT,
+        exc_type=OSTR,
+        message=OSTR,
+        traceback=OSTR,
+        frames=Seq(USER_FRAME, nullable=True),
+        file=OSTR,
+        line=OINT,
+    ),
     "outcome": Obj(
         returncode=OINT,
         signal=OSTR,

@@ -9,10 +9,11 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.analysis import Compile, Frame, GraphBreak, RunModel, resume_target
+from tcx.core.analysis import Compile, Frame, GraphBreak, Recompile, RunModel, resume_target
 from tcx.core.envelope import envelope
 from tcx.core.observed import child_processes
 from tcx.core.remedies import LIBRARY_REMEDY, remedy_for
+from tcx.core.restarts import Restart, restarts
 from tcx.core.selection import Selection, passes_through, whole_run
 from tcx.core.torchtext.names import parse_resume, resume_name
 
@@ -67,6 +68,7 @@ class Explanation:
     sites: list[BreakSite]
     failed_frames: list[FailedFrame]
     frames_compiled: list[str]
+    restarts: list[Restart] = field(default_factory=list)  # attempts torch threw away, with torch's reason
 
     @property
     def graph_count(self) -> int:
@@ -86,9 +88,11 @@ class Explanation:
 
     @property
     def recompile_count(self) -> int:
-        if self.selection.whole_run:
-            return self.model.recompile_count
-        return sum(1 for c in self.compiles.values() if c.recompile_reason)
+        return len(self.recompiles)
+
+    @property
+    def recompiles(self) -> list[Recompile]:
+        return [r for r in self.model.recompiles if self.selection.includes(r.compile_id)]
 
     @property
     def failed_frame_count(self) -> int:
@@ -137,6 +141,7 @@ def explain(model: RunModel, selection: Selection | None = None) -> Explanation:
         sites=sites,
         failed_frames=failed,
         frames_compiled=names,
+        restarts=[r for r in restarts(model) if r.compile_id in compiles],
     )
 
 
@@ -221,7 +226,10 @@ def _line_in_frame(b: GraphBreak, frame_name: str | None) -> int | None:
 
 def _failed_frame(c: Compile, breaks: list[GraphBreak]) -> FailedFrame:
     reason = c.fail_reason or c.fail_type or ""
-    head = reason.strip().splitlines()[0] if reason.strip() else (c.fail_type or "")
+    lines = [ln.strip() for ln in reason.splitlines() if ln.strip()]
+    # "backend='x' raised:" says what comes next: the first line alone would end in a colon.
+    head = " ".join(lines[:2]) if lines[:1] and lines[0].endswith(":") else (lines[0] if lines else "")
+    head = head or c.fail_type or ""
     skipped = next((b for b in breaks if b.frame_skipped), None)
     if "recompile limit" in reason or "cache_size_limit" in reason:
         kind = "recompile limit reached"
@@ -258,6 +266,7 @@ def to_json(ex: Explanation) -> dict[str, Any]:
         "recompile_count": ex.recompile_count,
         "failed_frame_count": ex.failed_frame_count,
         "frames_compiled": ex.frames_compiled,
+        "restarts": [r.to_json() for r in ex.restarts],
         "graph_breaks": [_site_json(s) for s in ex.sites],
         "failed_frames": [vars(f) for f in ex.failed_frames],
         "problems": m.problems,
@@ -300,9 +309,9 @@ def _site_json(s: BreakSite) -> dict[str, Any]:
 
 
 def backend_info(m: RunModel) -> dict[str, Any]:
-    rs = m.run_start or {}
-    asked = sorted({str(c.get("asked", {}).get("backend", "inductor")) for c in m.compile_calls})
-    return {"name": rs.get("backend"), "reason": rs.get("backend_reason"), "program_asked": asked}
+    from tcx.core.run_conditions import run_conditions
+
+    return run_conditions(m).to_json()
 
 
 def program_failed(m: RunModel) -> bool:

@@ -14,7 +14,7 @@ from typing import Any
 from tcx.core.analysis import RunModel
 from tcx.core.codegen_view import CodegenView, Kernel, build_codegen, device_envelope
 from tcx.core.selection import Selection, whole_run
-from tcx.core.torchtext.output_code import decode_name
+from tcx.core.torchtext.output_code import Step, decode_name
 
 SCHEMA = "tcx.fusion/1"
 
@@ -30,6 +30,38 @@ class Group:
 
 
 @dataclass
+class KernelUse:
+    """One generated kernel that several groups map to: launched once for all of them (combined when
+    the kernel was generated), or launched once per group on other buffers (the same code reused)."""
+
+    kernel: str
+    kind: str  # "reused" or "combined"
+    groups: list[str]
+    launches: list[dict[str, Any]]  # line (in the wrapper), buffers, groups
+
+    @property
+    def text(self) -> str:
+        if self.kind == "reused":
+            runs = "; ".join(
+                f"{', '.join(u['groups']) or '?'} on {', '.join(u['buffers']) or '?'}" for u in self.launches
+            )
+            return (
+                f"kernel reused for {', '.join(self.groups)}: Inductor generated the same code for them, so "
+                f"the wrapper launches it {len(self.launches)} times ({runs}); not a fusion"
+            )
+        return f"holds groups {', '.join(self.groups)} (combined into one kernel, launched once)"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel,
+            "kind": self.kind,
+            "groups": self.groups,
+            "launches": self.launches,
+            "text": self.text,
+        }
+
+
+@dataclass
 class GraphFusion:
     compile_id: str | None
     graph: str
@@ -38,6 +70,7 @@ class GraphFusion:
     groups: list[Group]
     fused_pairs: list[tuple[str, str]]
     rejected: list[dict[str, Any]]  # node1, node2, reason, count
+    kernel_uses: list[KernelUse] = field(default_factory=list)
 
     @property
     def verdict(self) -> str:
@@ -60,6 +93,7 @@ class GraphFusion:
             "groups": [g.__dict__ for g in self.groups],
             "fused_pairs": [list(p) for p in self.fused_pairs],
             "rejected": self.rejected,
+            "kernel_uses": [u.to_json() for u in self.kernel_uses],
         }
 
 
@@ -114,7 +148,14 @@ def _graph(ev: dict[str, Any], codegen: CodegenView) -> GraphFusion:
     kernels = [
         k for k in codegen.kernels if k.compile_id == ev.get("compile_id") and k.graph == ev.get("graph")
     ]
+    wrapper = next(
+        (w for w in codegen.wrappers if (w.compile_id, w.graph) == (ev.get("compile_id"), ev.get("graph"))),
+        None,
+    )
+    names = {k.name for k in kernels}
+    launches = [s for s in (wrapper.launches if wrapper else []) if s.kind == "launch" and s.name in names]
     groups = []
+    launched: dict[str, int] = {}  # group -> index of the launch that computes it
     for g in ev.get("groups") or []:
         members = [by_name.get(m, {"name": m}) for m in g.get("members") or []]
         if all(m.get("kind") == "extern" for m in members):
@@ -125,6 +166,10 @@ def _graph(ev: dict[str, Any], codegen: CodegenView) -> GraphFusion:
             continue
         ops = list(dict.fromkeys(o["op"] for m in members for o in m.get("origins") or []))
         best = _match_kernel(members, kernels)
+        launch = _launch_of(members, launches)
+        if launch is not None:  # the wrapper says which kernel computes the group's buffers
+            launched[g["name"]] = launch
+            best = next((k for k in kernels if k.name == launches[launch].name), best)
         kind = "fused" if len(members) > 1 else "single"
         category = best.category if best else (members[0].get("kind") if members else "")
         groups.append(
@@ -148,7 +193,38 @@ def _graph(ev: dict[str, Any], codegen: CodegenView) -> GraphFusion:
         groups=groups,
         fused_pairs=list(dict.fromkeys(fused)),
         rejected=list(rejected.values()),
+        kernel_uses=_kernel_uses(groups, launched, launches),
     )
+
+
+def _launch_of(members: list[dict[str, Any]], launches: list[Step]) -> int | None:
+    """The first kernel launch that takes one of the group's buffers: where it is computed (a buffer
+    is written before a later launch reads it)."""
+    buffers = {b for m in members for b in m.get("buffers") or []}
+    return next((i for i, step in enumerate(launches) if buffers & set(step.buffers)), None)
+
+
+def _kernel_uses(groups: list[Group], launched: dict[str, int], launches: list[Step]) -> list[KernelUse]:
+    by_kernel: dict[str, list[Group]] = {}
+    for grp in groups:
+        if grp.kernel and grp.kind != "extern":
+            by_kernel.setdefault(grp.kernel, []).append(grp)
+    uses = []
+    for kernel, shared in by_kernel.items():
+        if len(shared) < 2:
+            continue
+        names = [g.name for g in shared]
+        at = sorted({launched[n] for n in names if n in launched})
+        rows = [
+            {
+                "line": launches[i].line,
+                "buffers": list(launches[i].buffers),
+                "groups": [n for n in names if launched.get(n) == i],
+            }
+            for i in at
+        ]
+        uses.append(KernelUse(kernel, "reused" if len(at) > 1 else "combined", names, rows))
+    return uses
 
 
 def _match_kernel(members: list[dict[str, Any]], kernels: list[Kernel]) -> Kernel | None:

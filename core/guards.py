@@ -223,8 +223,14 @@ def group_guards(guards: list[Guard]) -> list[Group]:
         key = classify(g, tensor_sources)
         group = groups.setdefault(key, Group(category=key[0], subject=key[1]))
         group.guards.append(g)
-        if g.kind == "TENSOR_MATCH" and group.summary is None:
+        # The header describes the group's own tensor: an input's. A module's group holds its
+        # parameters' and buffers' guards, each on its own row; one of them is not the module.
+        if g.kind == "TENSOR_MATCH" and group.summary is None and key[0] == "input tensor":
             group.summary = next((s for s in map(tensor_match_text, g.text) if s), None)
+    for group in groups.values():
+        tensors = sum(1 for g in group.guards if g.kind == "TENSOR_MATCH")
+        if group.summary is None and group.category != "input tensor" and tensors:
+            group.summary = f"({tensors} of its tensor{'s' if tensors != 1 else ''} guarded below)"
     return sorted(
         groups.values(),
         key=lambda gr: (ORDER.index(gr.category) if gr.category in ORDER else len(ORDER), gr.subject),

@@ -21,12 +21,14 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
-from tcx.core.recompile_remedies import explain_call
+from tcx.core.recompile_remedies import RemedyContext, explain_call
 from tcx.core.selection import Selection, whole_run
+from tcx.core.shape_facts import shape_facts
 from tcx.core.torchtext import guards as guard_text
 from tcx.core.torchtext.locations import guard_location
 from tcx.core.trace_events import TraceEvent
@@ -145,13 +147,12 @@ class Entry:
     refused: bool = False
     # hits past the listed calls that this entry served (None: the input does not say)
     hits_not_listed: int | None = 0
+    state: dict[str, str] = field(default_factory=dict)  # the global-state guard's values (grad_mode ...)
+    differs_from: str | None = None  # the entry this one is compared with (the one it failed first)
+    differences: list[str] = field(default_factory=list)
 
     def summary(self) -> list[str]:
-        out = []
-        for t in self.tensors:
-            size = t["size"].replace("None", "s")
-            grad = ", requires_grad" if t["requires_grad"] else ""
-            out.append(f"{t['arg']}: {t['dtype']}{size}{grad}")
+        out = [_tensor_line(t) for t in self.tensors]
         out += self.shape_guards + self.value_guards
         return out
 
@@ -162,9 +163,39 @@ class Entry:
             "created_by": self.created_by,
             "served": self.served,
             "hits_not_listed": self.hits_not_listed,
+            "differs_from": self.differs_from,
+            "differences": self.differences,
+            "global_state": self.state,
             "guards": self.summary(),
             "promotions": [p.to_json() for p in self.promotions],
         }
+
+
+def _tensor_line(t: dict[str, Any]) -> str:
+    size = str(t["size"]).replace("None", "s")
+    grad = ", requires_grad" if t["requires_grad"] else ""
+    return f"{t['arg']}: {t['dtype']}{size}{grad}"
+
+
+def differences(old: Entry, new: Entry) -> list[str]:
+    """What `new`'s guards check differently from `old`'s: global state first (grad mode, autocast
+    ...), then the tensors, then the symbolic-shape and value guards only one of them has."""
+    out = [
+        f"{key}: {old.state.get(key, '(absent)')} → {new.state.get(key, '(absent)')}"
+        for key in sorted(set(old.state) | set(new.state))
+        if old.state.get(key) != new.state.get(key)
+    ]
+    before = {t["arg"]: _tensor_line(t) for t in old.tensors}
+    after = {t["arg"]: _tensor_line(t) for t in new.tensors}
+    for arg in dict.fromkeys([*before, *after]):
+        if before.get(arg) != after.get(arg):
+            out.append(f"{before.get(arg) or arg + ': (not guarded)'} → {after.get(arg) or '(not guarded)'}")
+    for mine, theirs, sign in (
+        (new.shape_guards + new.value_guards, old.shape_guards + old.value_guards, "+"),
+        (old.shape_guards + old.value_guards, new.shape_guards + new.value_guards, "-"),
+    ):
+        out += [f"{sign} {g}" for g in mine if g not in theirs]
+    return out
 
 
 @dataclass
@@ -269,8 +300,10 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     # without the per-call capture (a log) no call was seen, listed or not
     entries = _entries(model, calls, names, guards, promotions, selection, dropped_by_entry if live else None)
     _attach_promotions(calls, entries)
+    states = {cid: g.get("state", {}) for cid, g in guards.items()}
+    ctx = RemedyContext(model, calls, limit, shape_facts(model), states)
     for call in calls:
-        explain_call(call, calls, model, limit)
+        explain_call(call, ctx)
     what_ifs = [_what_if(e, names) for e in rec_events if e.get("kind") == "what_if"]
     what_ifs = [w for w in what_ifs if selection.includes_function(w.function)]
     return RecompileReport(
@@ -497,7 +530,11 @@ def _guards_by_compile(events: list[TraceEvent]) -> dict[str, dict[str, Any]]:
         if ev.name != "dynamo_cpp_guards_str" or not ev.compile_id:
             continue
         tensors, shape, values = [], [], []
+        state: dict[str, str] = {}
         for leaf in guard_text.guard_tree_leaves(ev.payload or ""):
+            if leaf.kind in ("GLOBAL_STATE", "GRAD_MODE"):
+                state.update(_global_state(leaf.kind, leaf.text))
+                continue
             check = guard_text.parse_check_tensor(leaf.text) if leaf.kind == "TENSOR_MATCH" else None
             if check:
                 loc = guard_location(leaf.text)
@@ -516,18 +553,45 @@ def _guards_by_compile(events: list[TraceEvent]) -> dict[str, dict[str, Any]]:
                 shape.append(guard_text.guard_code(leaf.text))
             elif leaf.kind == "EQUALS_MATCH":
                 values.append(guard_text.guard_code(leaf.text))
-        out[ev.compile_id] = {"tensors": tensors, "shape": shape, "values": values}
+        out[ev.compile_id] = {"tensors": tensors, "shape": shape, "values": values, "state": state}
     return out
+
+
+def _global_state(kind: str, text: str) -> dict[str, str]:
+    """`___check_global_state() against {"grad_mode":false,...}` -> {"grad_mode": "false", ...};
+    an older torch's `GRAD_MODE: ...` guard holds grad mode alone."""
+    if kind == "GRAD_MODE":
+        return {"grad_mode": guard_text.guard_code(text)}
+    _, sep, rest = text.partition(" against ")
+    try:
+        values = json.loads(rest.split("  #", 1)[0]) if sep else None
+    except ValueError:
+        return {}
+    if not isinstance(values, dict):
+        return {}
+    return {str(k): json.dumps(v, separators=(",", ":")) for k, v in values.items()}
 
 
 _PROMOTION_EVENTS = frozenset({"create_symbol", "guard_added_fast", "guard_added"})
 
 
 def _promotions(events: list[TraceEvent]) -> dict[str, list[Promotion]]:
+    """Sizes Dynamo made symbolic when it recompiled a frame that starts static (automatic dynamic).
+    A frame compiled with dynamic=True has symbols from its first compile: none is a promotion.
+    Only a compile's last attempt counts (a restarted attempt logged the same symbols)."""
     out: dict[str, list[Promotion]] = {}
     by_symbol: dict[tuple[str, str], Promotion] = {}
+    last: dict[str, int] = {}
+    dynamic: set[str] = set()
+    for ev in events:
+        if ev.name in _PROMOTION_EVENTS and ev.compile_id:
+            last[ev.compile_id] = max(last.get(ev.compile_id, 0), ev.attempt)
+        elif ev.name == "compilation_metrics" and ev.compile_id and _compiled_dynamic(ev):
+            dynamic.add(ev.compile_id)
     for ev in events:
         if ev.name not in _PROMOTION_EVENTS or not ev.compile_id or not isinstance(ev.body, dict):
+            continue
+        if ev.attempt != last.get(ev.compile_id) or ev.compile_id in dynamic:
             continue
         if ev.name == "create_symbol":
             source = str(ev.body.get("source", ""))
@@ -553,6 +617,16 @@ def _promotions(events: list[TraceEvent]) -> dict[str, list[Promotion]]:
     return out
 
 
+def _compiled_dynamic(ev: TraceEvent) -> bool:
+    """torch.compile(dynamic=True) compiles with assume_static_by_default off (torch's own config)."""
+    config = ev.body.get("dynamo_config") if isinstance(ev.body, dict) else None
+    try:
+        parsed = json.loads(config) if isinstance(config, str) else config
+    except ValueError:
+        return False
+    return isinstance(parsed, dict) and parsed.get("assume_static_by_default") is False
+
+
 def _entries(
     model: RunModel,
     calls: list[Call],
@@ -576,10 +650,11 @@ def _entries(
             function=name,
             created_by=None,
             tensors=g.get("tensors", []),
-            shape_guards=g.get("shape", [])[:6],
-            value_guards=g.get("values", [])[:6],
+            shape_guards=g.get("shape", []),
+            value_guards=g.get("values", []),
             promotions=promotions.get(cid, []),
             hits_not_listed=None if unlisted is None else unlisted.get(cid, 0),
+            state=g.get("state", {}),
         )
         entries.setdefault(name, []).append(e)
         index[cid] = e
@@ -589,7 +664,14 @@ def _entries(
             continue
         if call.outcome in ("compile", "recompile"):
             e.created_by = call.index
+            failed = call.failed_guards[0].entry if call.failed_guards else None
+            if failed in index and failed != e.compile_id:
+                e.differs_from = failed
         e.served.append(call.index)
+    for es in entries.values():
+        for before, e in pairwise(es):
+            e.differs_from = e.differs_from or before.compile_id
+            e.differences = differences(index[e.differs_from], e)
     return entries
 
 

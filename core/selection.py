@@ -69,10 +69,14 @@ def select(model: RunModel, function: str | None, *, strict: bool = True) -> Sel
     via_breaks = {b.compile_id for b in model.graph_breaks if passes_through(b, function)}
     chosen = [c for cid, c in model.compiles.items() if cid in via_breaks or belongs_to(c, function)]
     if strict and not chosen:
-        raise UsageError(
-            f"{function!r} was not compiled in this run: no compile belongs to it.",
-            hint="Compiled functions: " + (", ".join(compiled_functions(model)) or "none") + ".",
-        )
+        hint = "Compiled functions: " + (", ".join(compiled_functions(model)) or "none") + "."
+        if model.compiles and not any(c.full_stack for c in model.compiles.values()):
+            hint += (
+                " This input has torch's own compile stacks only, which leave out the direct caller of "
+                "a torch.compile-wrapped function (a function that only calls one cannot be matched): "
+                "select the compiled function, or record the program with tcx, which keeps every caller."
+            )
+        raise UsageError(f"{function!r} was not compiled in this run: no compile belongs to it.", hint=hint)
     return Selection(
         function=function,
         compile_ids=tuple(c.compile_id for c in chosen),

@@ -61,10 +61,16 @@ def load_trace(path: str | Path, *, lazy: bool = True) -> Recording:
             f"no trace events in the {what}{detail}.",
             hint="TORCH_TRACE logs are written by running a program with TORCH_TRACE=DIR set.",
         )
+    metrics_version = None  # every compilation_metrics carries it too, where the artifact is missing
     for ev in events:
         name = ev.name if isinstance(ev, TraceEvent) else event_name(ev["md"])
         if name == "artifact:torch_version" and ev.get("payload"):
             torch_version = _torch_version(unpack(ev["payload"]) or "")
+        elif name == "compilation_metrics" and metrics_version is None:
+            body = ev.body if isinstance(ev, TraceEvent) else ev["md"].get(name)
+            found = body.get("pytorch_version") if isinstance(body, dict) else None
+            metrics_version = found if isinstance(found, str) else None
+    torch_version = torch_version or metrics_version
     header = {
         "format": "torch-trace",
         "target": str(path),

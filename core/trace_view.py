@@ -14,6 +14,7 @@ from typing import Any
 
 from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
+from tcx.core.restarts import restarts_by_attempt
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.guards import tensor_match_text, without_dynamo_site
 
@@ -38,6 +39,7 @@ class TraceCompile:
     compiled_at: dict[str, Any] | None = None
     error: str | None = None
     restarted: bool = False  # a later attempt of the same compile id exists
+    restart_reason: str | None = None  # why torch traced it again (core/restarts.py)
     unattributed: list[str] = field(default_factory=list)
 
     @property
@@ -80,6 +82,11 @@ def build_trace(
         if c.compile_id in seen and seen[c.compile_id].attempt < c.attempt:
             seen[c.compile_id].restarted = True
         seen[c.compile_id] = c
+    if any(c.restarted for c in compiles):
+        why = restarts_by_attempt(model)
+        for c in compiles:
+            restart = why.get((c.compile_id or "", c.attempt)) if c.restarted else None
+            c.restart_reason = restart.reason if restart else None
     compiles = [c for c in compiles if selection.includes(c.compile_id)]
     total = len(compiles)
     if compile_id:
@@ -259,6 +266,7 @@ def _compile_json(c: TraceCompile, limit: int | None = None) -> dict[str, Any]:
         "file": c.file,
         "firstlineno": c.firstlineno,
         "restarted": c.restarted,
+        "restart_reason": c.restart_reason,
         "graph_break": c.graph_break,
         "compiled_at": c.compiled_at,
         "error": c.error,

@@ -1,7 +1,7 @@
 """The view registry: every view tcx has, declared once.
 
-A view declares its name, its JSON schema id, the captures a live run must install for it, the
-default backend for a live run (and why), its options, and dotted paths to `build(model,
+A view declares its name, its JSON schema id, the captures a live run must install for it,
+whether that run must compile afresh (caches off), its options, and dotted paths to `build(model,
 selection, **options)` (the typed result), `to_json(result, **options)` (its JSON document) and
 its terminal renderer `render(result, console, **options)`. The CLI commands, `tcx report`, the
 capture plan and shell completion all read this table.
@@ -17,16 +17,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-DYNAMO_ONLY_REASON = (
-    "this view needs only Dynamo, and graph breaks do not depend on the backend; "
-    "--backend inductor runs the full pipeline"
-)
-GRAPHS_BACKEND = "aot_eager_decomp_partition"
-GRAPHS_REASON = (
-    "AOTAutograd with Inductor's decompositions and min-cut partitioner, without generating kernels; "
-    "--backend inductor runs the full pipeline"
-)
-REPORT_REASON = "the report shows every stage, so it runs the full pipeline; --backend eager is faster"
 GRAPH_KINDS = ("forward", "backward", "inference")
 
 
@@ -58,8 +48,11 @@ class View:
     to_json: str  # "module:function" -> to_json(result, **options) -> dict (envelope first)
     render: str  # "module:function" -> render(result, console, **options): the terminal
     captures: tuple[str, ...] = ()  # recorder captures (core/recorder/captures.CAPTURES) it reads
-    backend: str | None = "eager"  # default backend of a live run for this view
-    backend_reason: str = DYNAMO_ONLY_REASON
+    # A live run uses the program's own backend, mode and options; `fresh_compile` views also turn
+    # the compile caches off, because a cache hit skips the stages they show (AOT graphs, fusion,
+    # kernels). The others keep the caches as the program has them: breaks, guards and recompiles
+    # are Dynamo's decisions, made on every run, and a warm cache is what makes the program fast.
+    fresh_compile: bool = False
     options: tuple[Option, ...] = ()
     formats: tuple[str, ...] = ("text", "json")
     command: str | None = None  # "module:attr" of a hand-written click command; None: generated
@@ -221,8 +214,7 @@ VIEWS: tuple[View, ...] = (
         to_json="tcx.core.graphs_view:to_json",
         render="tcx.renderers.graphs_terminal:render_graphs",
         captures=("aot_graphs",),
-        backend=GRAPHS_BACKEND,
-        backend_reason=GRAPHS_REASON,
+        fresh_compile=True,
         options=(
             Option(
                 ("--show", "show"),
@@ -243,8 +235,7 @@ VIEWS: tuple[View, ...] = (
         to_json="tcx.core.fusion_view:to_json",
         render="tcx.renderers.fusion_terminal:render_fusion",
         captures=("fusion", "codegen"),
-        backend="inductor",
-        backend_reason="this view shows Inductor's scheduler decisions",
+        fresh_compile=True,
         options=(
             Option(
                 ("--target", "target_device"),
@@ -266,8 +257,7 @@ VIEWS: tuple[View, ...] = (
         to_json="tcx.core.codegen_view:to_json",
         render="tcx.renderers.codegen_terminal:render_codegen",
         captures=("codegen",),
-        backend="inductor",
-        backend_reason="this view shows Inductor's generated code",
+        fresh_compile=True,
         options=(
             Option(
                 ("--target", "target_device"),
@@ -304,10 +294,8 @@ VIEWS: tuple[View, ...] = (
         build="tcx.core.cache_view:build_cache",
         to_json="tcx.core.cache_view:to_json",
         render="tcx.renderers.cache_terminal:render_cache",
-        # Its "caches" capture (caches on) is asked for by its command only: `tcx report` records
-        # with the caches off to see every stage, and shows its compile times here.
-        backend="inductor",
-        backend_reason="the FX graph and AOTAutograd caches are Inductor's",
+        # Its "caches" capture (caches on, in a private folder) is asked for by its command only:
+        # `tcx report` records with the caches off to see every stage, and shows its compile times here.
         command="tcx.cli.cmd_cache:command",
         report_title="Compile time and caches",
     ),
@@ -319,8 +307,7 @@ VIEWS: tuple[View, ...] = (
         to_json="tcx.core.cudagraphs_view:to_json",
         render="tcx.renderers.cudagraphs_terminal:render_cudagraphs",
         captures=("cudagraphs",),
-        backend="inductor",
-        backend_reason="CUDA graphs are Inductor's",
+        fresh_compile=True,
         options=(
             Option(
                 ("--target", "target_device"),
@@ -367,9 +354,8 @@ VIEWS: tuple[View, ...] = (
         help="Everything tcx knows about a run: per-frame pipeline, top problems, then every view.",
         build="tcx.core.report:build_report",
         to_json="tcx.core.report:to_json",
-        render="tcx.renderers.report_output:render_report",
-        backend="inductor",
-        backend_reason=REPORT_REASON,
+        render="tcx.renderers.report_output:render_text",
+        fresh_compile=True,
         formats=("text", "html", "markdown", "json"),
         command="tcx.cli.cmd_report:command",
     ),

@@ -89,6 +89,8 @@ def _render_lookups(view: CacheView, cid: str, console: Console) -> None:
 def _slot_name(slot: tuple) -> str:
     _cid, cache, graph, n = slot
     name = CACHE_NAMES.get(cache, cache) + (f" ({graph})" if graph else "")
+    if isinstance(n, str):  # a lookup of an attempt torch restarted
+        return f"{name} ({n}, restarted)"
     return name + (f" #{n + 1}" if n else "")
 
 
@@ -208,18 +210,17 @@ def _render_summary(view: CacheView, console: Console) -> None:
             row.append(f"  ({clean(s['compile_id'])})", style="muted")
             console.print(row)
         console.print()
-    warm = view.fully_warm_seconds
-    if warm is not None and not view.judged.caches_disabled:
-        bases = sorted({f["basis"] for f in view.fully_warm()})
-        console.print(
-            Text(f"A fully warm start would cost ≈ {warm:.2f} s of compile ({clean('; '.join(bases))}).")
-        )
+    warm = view.fully_warm_sentence()
+    if warm is not None:
+        console.print(Text(clean(warm)))
     judged = view.judged
     line = Text(f"{judged.label}: ", style="title")
     line.append(
         f"{view.cache_lookup_count} lookups · {view.cache_hit_count} hit · "
         f"{view.cache_miss_count - view.cache_bypass_count} missed · {view.cache_bypass_count} bypassed"
     )
+    if view.abandoned_lookup_count:
+        line.append(f" · {view.abandoned_lookup_count} more by restarted attempts, not counted")
     if view.compile_seconds is not None:
         line.append(f" · compile {view.compile_seconds:.2f} s")
     if judged.torch_saved_seconds:

@@ -13,9 +13,10 @@ from rich.console import Console
 from rich.text import Text
 
 from tcx import __version__
-from tcx.core.check import CheckResult
+from tcx.core.check import Cause, CheckResult
 from tcx.core.explain import BreakSite
 from tcx.renderers.children import render_child_processes
+from tcx.renderers.failure import render_failure
 from tcx.renderers.header import location
 from tcx.renderers.safe import clean, json_text
 
@@ -47,11 +48,17 @@ def check_json(result: CheckResult) -> dict[str, Any]:
             "actual": v.actual,
             "in_child_processes": v.in_children,
             "exceeded": v.exceeded,
+            "causes": [vars(c) for c in v.causes] if v.exceeded else [],
         }
         for v in result.verdicts
     ]
     doc["unreadable"] = result.unreadable
+    doc["inconsistent"] = result.inconsistent
+    doc["not_as_program"] = result.not_as_program
     return doc
+
+
+MAX_CAUSES = 20  # per failed budget in text; JSON, SARIF and GitHub annotations list them all
 
 
 def render_text(result: CheckResult, console: Console) -> None:
@@ -62,12 +69,25 @@ def render_text(result: CheckResult, console: Console) -> None:
         if v.in_children:
             t.append(f", {v.in_children} of them in child processes", style="muted")
         console.print(t)
-    for site in result.explanation.sites:
-        t = Text("      ")
-        t.append(location(site.file, site.line), style="loc")
-        t.append(f"  {clean(site.gb_type)}", style="gbtype")
-        t.append(f"  ×{len(site.occurrences)}", style="muted")
-        console.print(t)
+        if v.exceeded:
+            render_causes(v.causes, console)
+    if result.not_as_program:
+        console.print(
+            Text(
+                "FAIL  not the program's own run: "
+                + clean("; ".join(result.not_as_program))
+                + ". Its counts "
+                "may differ from the program's (Inductor adds guards and restarts that eager does not).",
+                style="bad",
+            )
+        )
+        console.print(
+            Text(
+                "      Check the program as it runs (leave the override out), or accept the override "
+                "for this check by passing it again (e.g. --backend eager).",
+                style="muted",
+            )
+        )
     if result.baseline:
         if result.worse_than_baseline:
             console.print(Text(f"FAIL  worse than the baseline {clean(result.baseline)}:", style="bad"))
@@ -78,6 +98,10 @@ def render_text(result: CheckResult, console: Console) -> None:
     render_child_processes(result.explanation.model, console)
     reasons = [f"{v.label} {v.actual} > {v.limit}" for v in result.failed]
     reasons += ["worse than the baseline"] if result.worse_than_baseline else []
+    reasons += ["not the program's own run"] if result.not_as_program else []
+    if result.failure:
+        render_failure(result.failure, console)
+        reasons.insert(0, "the program did not finish, so its counts are partial")
     if result.not_observed:
         reasons.append(f"{len(result.not_observed)} child process(es) not observed")
     if result.unreadable:
@@ -87,8 +111,27 @@ def render_text(result: CheckResult, console: Console) -> None:
         for problem in result.unreadable[:5]:
             console.print(Text(f"      {clean(problem)}"))
         reasons.append(f"{len(result.unreadable)} unreadable line(s): what they held is unknown")
+    if result.inconsistent:
+        console.print(Text("FAIL  the input disagrees with itself (records missing or cut):", style="bad"))
+        for problem in result.inconsistent:
+            console.print(Text(f"      {clean(problem)}"))
+        reasons.append("the input disagrees with itself: what is missing is unknown")
     verdict = "check failed: " + ", ".join(reasons) if reasons else "check passed"
     console.print(Text(verdict, style="good" if result.passed else "bad"))
+
+
+def render_causes(causes: list[Cause], console: Console) -> None:
+    for cause in causes[:MAX_CAUSES]:
+        t = Text("      ")
+        if cause.file:
+            t.append(location(cause.file, cause.line), style="loc")
+            t.append("  ")
+        t.append(clean(cause.text))
+        console.print(t)
+    if len(causes) > MAX_CAUSES:
+        console.print(
+            Text(f"      and {len(causes) - MAX_CAUSES} more (--format json lists them all)", style="muted")
+        )
 
 
 def rule_id(gb_type: str) -> str:
@@ -157,6 +200,25 @@ def sarif(result: CheckResult) -> dict[str, Any]:
                 "properties": {"occurrences": len(site.occurrences), "gb_id": site.gb_id},
             }
         )
+    for v in result.failed:
+        if v.option in ("--max-graph-breaks", "--max-unique-graph-breaks"):
+            continue  # each break site is a result above
+        rid = "tcx/budget/" + v.option.removeprefix("--max-")
+        rules.setdefault(
+            rid, {"id": rid, "name": v.label, "shortDescription": {"text": f"tcx check: {v.label}"}}
+        )
+        for cause in v.causes:
+            location = {"physicalLocation": {"artifactLocation": {"uri": quote(_uri(cause.file), safe="/:")}}}
+            if cause.file:
+                location["physicalLocation"]["region"] = {"startLine": cause.line or 1}
+            results.append(
+                {
+                    "ruleId": rid,
+                    "level": "error",
+                    "message": {"text": f"{v.label}: {v.actual} exceeds {v.option} {v.limit}: {cause.text}"},
+                    "locations": [location] if cause.file else [],
+                }
+            )
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
@@ -201,8 +263,22 @@ def github(result: CheckResult) -> str:
         lines.append(
             f"::error title=tcx check::{_gh_escape(f'{v.label}: {v.actual} exceeds {v.option} {v.limit}')}"
         )
+        if v.option in ("--max-graph-breaks", "--max-unique-graph-breaks"):
+            continue  # each break site is annotated above
+        for cause in v.causes:
+            where = (
+                f"file={_gh_escape(clean(_uri(cause.file)), True)},line={cause.line or 1},"
+                if cause.file
+                else ""
+            )
+            title = _gh_escape(f"tcx check: {v.label}", True)
+            lines.append(f"::error {where}title={title}::{_gh_escape(clean(cause.text))}")
+    for text in result.not_as_program:
+        lines.append(f"::error title=tcx check (not the program's run)::{_gh_escape(clean(text))}")
     for item in result.worse_than_baseline:
         lines.append(f"::error title=tcx check (baseline)::{_gh_escape(clean(item))}")
+    for text in result.inconsistent:
+        lines.append(f"::error title=tcx check (input incomplete)::{_gh_escape(clean(text))}")
     if result.passed:
         lines.append("::notice title=tcx check::all budgets met")
     return "\n".join(lines) + "\n"

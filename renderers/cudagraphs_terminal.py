@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.cudagraphs_view import CudagraphsView
+from tcx.core.cudagraphs_view import CudagraphsView, GraphCudagraphs
 from tcx.renderers.codegen_terminal import render_preview_notes
 from tcx.renderers.pipeline_common import header
 from tcx.renderers.safe import clean
@@ -17,8 +17,12 @@ STATUS = {
         "partly handed to CUDA graphs (some partitions stay outside), not recorded in this run",
         "warn",
     ),
-    "skipped": ("not captured", "bad"),
-    "not enabled": ("CUDA graphs not enabled for this graph", "muted"),
+    "skipped": ("requested (reduce-overhead) and skipped", "bad"),
+    "on the CPU": (
+        "requested (reduce-overhead), but the graph runs on the CPU: CUDA graphs capture CUDA work only",
+        "warn",
+    ),
+    "not requested": ('CUDA graphs not requested for this graph (no mode="reduce-overhead")', "muted"),
 }
 PREVIEW_STATUS = {
     "wrapped": ("handed to CUDA graphs: recorded on a later call on the GPU", "good"),
@@ -52,11 +56,16 @@ def render_cudagraphs(view: CudagraphsView, console: Console) -> None:
         title.append(label, style=style)
         if g.captured:
             title.append(f" ({g.captured} recording(s))", style="muted")
-        if g.partitions is not None and g.status != "not enabled":
+        if g.partitions is not None and g.status not in ("not requested", "on the CPU"):
             title.append(
                 f"   {g.cudagraphable_partitions} of {g.partitions} partition(s) cudagraphable", style="muted"
             )
         console.print(title)
+        if g.status == "skipped" and not g.reasons:
+            console.print(Text("    torch recorded no reason for this graph", style="muted"))
+        if g.status == "on the CPU":
+            _render_on_cpu(g, console)
+            continue
         for r in g.reasons:
             line = Text(f"    {r.category}: ", style="gbtype")
             line.append(clean(r.text.splitlines()[0] if r.text else ""))
@@ -70,3 +79,15 @@ def render_cudagraphs(view: CudagraphsView, console: Console) -> None:
                         style="muted",
                     )
                 )
+
+
+def _render_on_cpu(g: GraphCudagraphs, console: Console) -> None:
+    """One line, not one per op: every op of the graph gave torch the same reason."""
+    texts = sorted({r.text.split(" (", 1)[0] for r in g.reasons})
+    console.print(
+        Text(
+            f"    torch: {clean(', '.join(texts))} ({len(g.reasons)} ops kept out of CUDA graphs). On a GPU "
+            "machine: --device cuda; without one, --target cuda:sm_90 previews the compile-time decisions.",
+            style="muted",
+        )
+    )

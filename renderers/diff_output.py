@@ -43,6 +43,10 @@ def terminal(d: Diff, console: Console) -> None:
     head.append("  →  ", style="muted")
     head.append(clean(d.b["target"]), style="loc")
     console.print(head)
+    for item in d.conditions_differ:
+        console.print(Text(f"The runs compiled differently: {clean(item)}", style="warn"))
+    if d.conditions_differ:
+        console.print(Text("Counts below may differ for that reason alone.", style="muted"))
     table = Table(box=None, padding=(0, 2), header_style="muted")
     for col, justify in (("", "left"), ("A", "right"), ("B", "right"), ("Δ", "right")):
         table.add_column(col, justify=justify)
@@ -80,6 +84,8 @@ def markdown(d: Diff) -> str:
     lines = [
         f"### tcx diff: {esc(d.a['target'])} → {esc(d.b['target'])}",
         "",
+        *[f"> **The runs compiled differently:** {esc(item)}" for item in d.conditions_differ],
+        *(["> Counts below may differ for that reason alone.", ""] if d.conditions_differ else []),
         "| | A | B | Δ |",
         "|---|---:|---:|---:|",
     ]

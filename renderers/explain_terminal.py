@@ -8,10 +8,12 @@ from rich.table import Table
 from rich.text import Text
 
 from tcx.core.analysis import Frame
-from tcx.core.explain import BreakSite, Explanation, FailedFrame, program_status
+from tcx.core.explain import BreakSite, Explanation, FailedFrame
 from tcx.core.observed import child_processes
+from tcx.core.program_failure import failure
 from tcx.renderers.children import render_child_processes
 from tcx.renderers.code_block import print_lines
+from tcx.renderers.failure import render_failure, render_failure_notice
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 from tcx.renderers.source import excerpt
@@ -19,17 +21,37 @@ from tcx.renderers.source import excerpt
 
 def render_explain(ex: Explanation, console: Console, *, max_stack: int = 6, view: str = "explain") -> None:
     render_header(ex, console, view)
-    render_program_status(ex, console)
+    failed = failure(ex.model)
+    if failed and ex.compiles:
+        render_failure_notice(failed, console)
     render_child_processes(ex.model, console, " (not in the counts above; `tcx check` counts them)")
     render_ranks(ex, console)
     if ex.failed_frames:
         render_failed_frames(ex.failed_frames, console)
-    if not ex.sites:
-        if child_processes(ex.model):  # "no graph breaks" must not read as the whole program's
-            console.print(Text("No graph breaks in the program's own process.", style="good"))
-        else:
-            console.print(Text("No graph breaks: every compiled frame became whole graphs.", style="good"))
-        return
+    if ex.sites:
+        render_sites(ex, console, max_stack)
+    elif not failed:
+        console.print(no_breaks_verdict(ex))
+    if failed:
+        if ex.sites:
+            console.print()
+        render_failure(failed, console)
+
+
+def no_breaks_verdict(ex: Explanation) -> Text:
+    """The verdict of a run that ended well and broke no graph: what exactly it covers."""
+    if not ex.compiles:
+        return Text("Nothing was compiled: no torch.compile'd function ran.", style="warn")
+    if ex.failed_frames:
+        return Text(
+            f"No graph breaks, but {len(ex.failed_frames)} frame(s) failed to compile (above).", style="warn"
+        )
+    if child_processes(ex.model):  # "no graph breaks" must not read as the whole program's
+        return Text("No graph breaks in the program's own process.", style="good")
+    return Text("No graph breaks: every compiled frame became whole graphs.", style="good")
+
+
+def render_sites(ex: Explanation, console: Console, max_stack: int) -> None:
     n = len(ex.sites)
     console.print(
         Text(
@@ -64,6 +86,13 @@ def render_header(ex: Explanation, console: Console, view: str = "explain") -> N
     console.print(line)
     if ex.frames_compiled:
         console.print(Text("frames compiled: ", style="muted") + Text(clean(", ".join(ex.frames_compiled))))
+    for r in ex.restarts:
+        comp = ex.compiles.get(r.compile_id)
+        name = comp.display_name if comp else "?"
+        counted = f"; its {r.graphs} graph(s) are in the graph count" if r.graphs else ""
+        head = Text(f"restarted {clean(r.compile_id)} {clean(name)}", style="warn")
+        head.append(f" (attempt {r.attempt} thrown away{counted}): ", style="muted")
+        console.print(head + Text(clean(r.reason)))
     warnings = list(
         dict.fromkeys(
             (log.get("message") or "").strip().splitlines()[0]
@@ -82,40 +111,6 @@ def render_header(ex: Explanation, console: Console, view: str = "explain") -> N
     unavailable = {k: v for k, v in ((m.run_start or {}).get("features") or {}).items() if v}
     for name, why in unavailable.items():
         console.print(Text(f"note: {clean(name)}: {clean(why)}", style="warn"))
-    console.print()
-
-
-def render_program_status(ex: Explanation, console: Console) -> None:
-    st = program_status(ex.model)
-    status = st["status"]
-    if status in ("ok", "not recorded"):
-        return
-    text = Text("The program did not finish normally: ", style="bad")
-    if status == "timeout":
-        text.append(f"tcx stopped it after --timeout {st['timeout_s']} s.")
-    elif status == "interrupted":
-        text.append(f"interrupted: tcx received {clean(st['interrupted_by'] or 'a signal')} and stopped it.")
-    elif status == "exception":
-        text.append(f"it raised {clean(st['exc_type'])}: {clean(st['message'])}")
-    elif status == "exit":
-        text.append(f"it called sys.exit({clean(st['exit_code'])}).")
-    elif status == "syntax":
-        text.append(f"syntax error: {clean(st['message'])}")
-    elif status == "crashed":
-        text.append(f"the process was killed by {clean(st['signal'])} (a crash in native code?).")
-    elif status == "usage":
-        text.append(clean(st["message"]))
-    else:
-        text.append(
-            f"the recorder ended without a report (status {clean(status)}, exit code {st['exit_code']})."
-        )
-    console.print(text)
-    console.print(Text("Everything recorded before that point is reported below.", style="muted"))
-    if st.get("traceback"):
-        console.print(Padding(Text(clean(st["traceback"].rstrip()), style="muted"), (0, 0, 0, 2)))
-    elif st.get("output_tail"):
-        console.print(Text("last lines of the program's output:", style="muted"))
-        console.print(Padding(Text(clean("\n".join(st["output_tail"][-10:]))), (0, 0, 0, 2)))
     console.print()
 
 
@@ -140,7 +135,7 @@ def render_site(rank: int, site: BreakSite, ex: Explanation, console: Console, *
     head = Text(f"#{rank} ", style="count")
     head.append(clean(site.gb_type), style="gbtype")
     if site.gb_id:
-        head.append(f"  {site.gb_id}", style="muted")
+        head.append(f"  {clean(site.gb_id)}", style="muted")
     occ = len(site.occurrences)
     head.append(f"  ×{occ}", style="count")
     if site.frame_skipped:

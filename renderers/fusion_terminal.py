@@ -64,19 +64,8 @@ def render_fusion(view: FusionView, console: Console) -> None:
                 Text(clean(what)),
             )
         console.print(Padding(groups, (0, 0, 0, 4)))
-        shared = {}
-        for grp in g.groups:
-            if grp.kernel and grp.kind != "extern":
-                shared.setdefault(grp.kernel, []).append(grp.name)
-        for kernel, names in shared.items():
-            if len(names) > 1:
-                console.print(
-                    Text(
-                        f"    {clean(kernel)} holds groups {clean(', '.join(names))} "
-                        "(combined when the kernel was generated)",
-                        style="muted",
-                    )
-                )
+        for use in g.kernel_uses:
+            console.print(Text(f"    {clean(use.kernel)} {clean(use.text)}", style="muted"))
         if g.fused_pairs:
             console.print(
                 Text("  fused: " + clean(", ".join(f"{a}+{b}" for a, b in g.fused_pairs)), style="good")

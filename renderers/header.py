@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tcx.core.analysis import RunModel
-from tcx.core.explain import backend_info
+from tcx.core.run_conditions import CACHES_TEXT, run_conditions
 from tcx.renderers.safe import clean
 
 
@@ -50,16 +50,38 @@ def view_header(
         title.append(f"  (frames of {clean(function)} and what it calls)", style="muted")
     console.print(title)
     info = Text(f"torch {clean(m.torch_version or '?')}", style="muted")
-    be = backend_info(m)
-    if be["name"]:
+    run = run_conditions(m)
+    if m.source_kind == "trace":
+        info.append(" · from a TORCH_TRACE log (the program's own run)", style="muted")
+    elif run.backend:
         info.append(" · backend ", style="muted")
-        info.append(clean(be["name"]))
-        if be["reason"]:
-            info.append(f" ({clean(be['reason'])})", style="muted")
-    elif m.source_kind == "trace":
-        info.append(" · from a TORCH_TRACE log", style="muted")
+        info.append(clean(run.backend))
+        if run.reason:
+            info.append(f" ({clean(run.reason)})", style="muted")
+    elif run.reason:
+        info.append(f" · backend {clean(run.reason)}", style="muted")
+    if run.caches in CACHES_TEXT:
+        info.append(f" · {CACHES_TEXT[run.caches]}", style="muted")
     if m.source_kind == "recording":
         info.append(" · from a saved recording", style="muted")
     if extra:
         info.append(" · " + clean(extra), style="muted")
     console.print(info)
+    if function and m.compiles and not any(c.full_stack for c in m.compiles.values()):
+        console.print(
+            Text(
+                "note: this input has torch's own compile stacks, which leave out the direct caller of a "
+                f"torch.compile'd function: the selection may miss compiles called directly from "
+                f"{clean(function)} (a live run by tcx keeps every caller)",
+                style="warn",
+            )
+        )
+    if not run.as_program:
+        console.print(
+            Text(
+                "counts may differ from the program's own run: "
+                + clean("; ".join(o.text for o in run.overrides))
+                + ". Leave the override out to see the program's counts.",
+                style="warn",
+            )
+        )

@@ -7,32 +7,34 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from tcx.core.program_failure import failure
 from tcx.core.recompiles import Call, Entry, FailedGuard, RecompileReport, WhatIf
-from tcx.renderers.explain_terminal import render_program_status
+from tcx.renderers.failure import render_failure, render_failure_notice
 from tcx.renderers.header import view_header
 from tcx.renderers.safe import clean
 
 OUTCOME_STYLE = {"compile": "warn", "hit": "good", "recompile": "bad", "eager": "bad"}
 
 
-def render_recompiles(rep: RecompileReport, console: Console) -> None:
+ENTRY_LINES = 8  # guard lines per cache entry unless --all
+
+
+def render_recompiles(rep: RecompileReport, console: Console, *, full: bool = False) -> None:
     _header(rep, console)
-    render_program_status(_Shim(rep), console)  # type: ignore[arg-type]
+    failed = failure(rep.model)
+    if failed and rep.model.compiles:
+        render_failure_notice(failed, console)
     for call in [c for c in rep.eager_calls if c.cause == "recompile limit"][:1]:
         _shout_limit(rep, call, console)
     _timeline(rep, console)
-    _entries(rep, console)
+    _entries(rep, console, full)
     _promotions(rep, console)
     _causes(rep, console)
     if rep.what_ifs:
         _what_ifs(rep.what_ifs, console)
-
-
-class _Shim:
-    """render_program_status takes an Explanation; it only reads `.model`."""
-
-    def __init__(self, rep: RecompileReport) -> None:
-        self.model = rep.model
+    if failed:
+        console.print()
+        render_failure(failed, console)
 
 
 def _header(rep: RecompileReport, console: Console) -> None:
@@ -200,7 +202,7 @@ def _timeline(rep: RecompileReport, console: Console) -> None:
     console.print()
 
 
-def _entries(rep: RecompileReport, console: Console) -> None:
+def _entries(rep: RecompileReport, console: Console, full: bool) -> None:
     shown = {fn: es for fn, es in rep.entries.items() if len(es) > 1 or any(e.served for e in es)}
     if not shown:
         return
@@ -208,11 +210,11 @@ def _entries(rep: RecompileReport, console: Console) -> None:
     for fn, entries in shown.items():
         console.print(Text(f"  {clean(fn)}", style="title"))
         for e in entries:
-            _entry(e, console)
+            _entry(e, console, full)
     console.print()
 
 
-def _entry(e: Entry, console: Console) -> None:
+def _entry(e: Entry, console: Console, full: bool) -> None:
     head = Text(f"    [{clean(e.compile_id)}]", style="count")
     if e.created_by is not None:
         head.append(f" created by call #{e.created_by}", style="muted")
@@ -226,8 +228,20 @@ def _entry(e: Entry, console: Console) -> None:
     elif not served and e.created_by is not None and e.hits_not_listed == 0:
         head.append(" · never hit again", style="muted")
     console.print(head)
-    for line in e.summary()[:8]:
+    if e.differs_from:
+        what = "; ".join(e.differences) if e.differences else "nothing in the guards listed here"
+        console.print(Text(f"        differs from [{clean(e.differs_from)}]: {clean(what)}", style="warn"))
+    lines = e.summary()
+    for line in lines if full else lines[:ENTRY_LINES]:
         console.print(Text(f"        {clean(line)}", style="muted"))
+    if not full and len(lines) > ENTRY_LINES:
+        more = len(lines) - ENTRY_LINES
+        console.print(
+            Text(
+                f"        … {more} more guard line{'s' if more != 1 else ''} (--all shows every line)",
+                "muted",
+            )
+        )
 
 
 def _ranges(idx: list[int]) -> str:

@@ -43,7 +43,7 @@ def _render_compile(comp: TraceCompile, view: TraceView, console: Console, limit
     if comp.graph_break:
         facts.append(f"graph break at {_offset(comp.graph_break)} {comp.graph_break['opname']}")
     if comp.restarted:
-        facts.append("restarted: traced again as the next attempt")
+        facts.append(f"restarted: traced again as the next attempt, because {comp.restart_reason}")
     if comp.error and not comp.compiled_at:
         facts.append(f"ended with {comp.error}")
     console.print(Text("  " + " · ".join(clean(f) for f in facts), style="muted"))

@@ -9,8 +9,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +20,16 @@ from pathlib import Path
 
 import pytest
 from filelock import FileLock
+
+# The suite is hermetic: variables that change how tcx (or rich, click) prints or behaves are
+# cleared here, in the controller and in every xdist worker, and set by the tests that need them
+# (run_tcx sets NO_COLOR and COLUMNS; colour tests set FORCE_COLOR). tests/test_hermetic.py runs
+# part of the suite with each of them set.
+ENV_CLEARED = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE", "COLUMNS", "LINES", "TCX_DEBUG", "TCX_COMPLETE")
+ENV_FIXED = {"TERM": "xterm-256color"}
+for _name in ENV_CLEARED:
+    os.environ.pop(_name, None)
+os.environ.update(ENV_FIXED)
 
 REPO = Path(__file__).resolve().parent.parent
 PROGRAMS = REPO / "fixtures" / "programs"
@@ -58,10 +70,11 @@ _CONTEXT = ("frame_id", "frame_compile_id", "attempt", "has_payload", "stack", "
 
 
 def torch_trace_records(directory: Path) -> list[tuple[str, dict, str]]:
-    """(event name, metadata, payload) of every record torch wrote to its TORCH_TRACE log.
+    """(event name, metadata, payload) of every record torch wrote to its TORCH_TRACE log (the
+    first log of a directory, or one log file).
 
     Deliberately tiny and separate from tcx's own parser, so tests compare tcx with torch."""
-    logs = sorted(directory.glob("*.log"))
+    logs = [directory] if directory.is_file() else sorted(directory.glob("*.log"))
     assert logs, f"torch wrote no TORCH_TRACE log in {directory}"
     records: list[tuple[str, dict, list[str]]] = []
     for line in logs[0].read_text().splitlines():
@@ -119,12 +132,60 @@ def explain_with_trace(
     return json.loads(proc.stdout), read_torch_trace(trace_dir), proc
 
 
+# One Inductor cache for the whole session (every xdist worker and every program a test runs):
+# tcx runs a program with its compile caches as the program has them, so a program compiled once
+# (by a plain `python prog.py` or by tcx) compiles from the cache afterwards. Private to the session,
+# so the suite is hermetic: it neither reads nor fills the user's own cache.
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return  # the controller set it; workers inherit its environment
+    folder = tempfile.mkdtemp(prefix="tcx-test-inductor-cache-")
+    config.stash[_CACHE_KEY] = folder
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(folder, "triton")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    folder = config.stash.get(_CACHE_KEY, None)
+    if folder:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+_CACHE_KEY = pytest.StashKey[str]()
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """A test that renders a session recording depends on an Inductor run: mark it so."""
     for item in items:
         if "recorded" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.inductor)
             item.add_marker(pytest.mark.torch)
+
+
+def tool(name: str, why: str) -> str:
+    """The path of an external tool a test compares with or drives. Missing, it skips that test on
+    a developer's machine and fails it in CI (`.ci/run` sets CI=true and installs every tool), so
+    CI never passes by skipping."""
+    local = Path(sys.executable).parent / name
+    found = str(local) if local.exists() else shutil.which(name)
+    if found:
+        return found
+    message = f"{name} is not installed ({why})"
+    if os.environ.get("CI"):
+        pytest.fail(f"{message}: CI must install it (.ci/run)")
+    pytest.skip(f"{message}: only this comparison is skipped")
+
+
+def module(name: str) -> None:
+    """`pytest.importorskip`, except in CI, where a missing module fails the test (see `tool`)."""
+    import importlib.util
+
+    if importlib.util.find_spec(name) is None:
+        if os.environ.get("CI"):
+            pytest.fail(f"{name} is not installed: CI must install it (make setup's extras)")
+        pytest.skip(f"{name} is not installed: only this check is skipped")
 
 
 @pytest.fixture

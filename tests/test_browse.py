@@ -12,7 +12,6 @@ import asyncio
 import html
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_tcx
+from conftest import REPO, run_tcx, tool
 
 from tcx.cli.session import load
 from tcx.core.errors import EXIT_OK, EXIT_USAGE
@@ -277,7 +276,7 @@ class Tmux:
 
 @pytest.mark.parametrize("no_color", [False, True], ids=["colour", "NO_COLOR"])
 def test_tmux_browse_a_recording_then_quit_restores_the_terminal(tmp_path, no_color):
-    assert shutil.which("tmux"), "tmux is not installed (.ci/run installs it)"
+    tool("tmux", "a terminal multiplexer: Debian's tmux")
     tmux = Tmux(tmp_path / "tmux.sock")
     try:
         env = "NO_COLOR=1 " if no_color else ""

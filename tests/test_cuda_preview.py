@@ -8,14 +8,14 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PROGRAMS, REPO, run_tcx
+from conftest import PROGRAMS, REPO, module, run_tcx
 
 pytestmark = [pytest.mark.torch, pytest.mark.inductor]
 
 
 @pytest.fixture(scope="module")
 def preview(request, tmp_path_factory):
-    pytest.importorskip("triton")
+    module("triton")
     saved = tmp_path_factory.mktemp("preview") / "f.tcx"
     proc = run_tcx(
         "codegen",
@@ -58,7 +58,7 @@ def test_preview_is_labelled_and_rerenders(preview):
 
 
 def _preview(*args: str) -> dict:
-    pytest.importorskip("triton")
+    module("triton")
     proc = run_tcx(*args, "--target", "cuda:sm_90", "--format", "json", env={"CUDA_VISIBLE_DEVICES": ""})
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)

@@ -13,14 +13,12 @@ import ast
 import html
 import json
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
-from tests.conftest import PROGRAMS, REPO, TRACE_FIXTURES, run_tcx, torch_trace_records
+from conftest import PROGRAMS, REPO, TRACE_FIXTURES, run_tcx, tool, torch_trace_records
 
 EXPORT = PROGRAMS / "export"
 INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"
@@ -319,10 +317,7 @@ def test_tcx_exports_a_module_target_itself_with_draft_export():
 
 
 def _tlparse() -> str:
-    local = Path(sys.executable).parent / "tlparse"
-    exe = str(local) if local.exists() else shutil.which("tlparse")
-    assert exe, "tlparse is a dev dependency (pip install -e '.[dev]')"
-    return exe
+    return tool("tlparse", "a dev dependency: pip install -e '.[dev]'")
 
 
 def tlparse_export_issues(log: Path, tmp: Path) -> list[tuple[str, str, tuple[str, int] | None]]:

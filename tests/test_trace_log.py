@@ -9,13 +9,11 @@ from __future__ import annotations
 import gzip
 import json
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import TRACE_FIXTURES
+from conftest import TRACE_FIXTURES, tool
 
 from tcx.core.analysis import build_model
 from tcx.core.errors import EXIT_INPUT, InputError
@@ -252,17 +250,8 @@ def test_torch_2_13_library_log_names_the_entry_line():
 # --- compared with tlparse ------------------------------------------------------------------------
 
 
-def _tlparse() -> str | None:
-    local = Path(sys.executable).parent / "tlparse"
-    return str(local) if local.exists() else shutil.which("tlparse")
-
-
 def _tlparse_view(log: Path, out: Path) -> tuple[set[str], int, int]:
-    exe = _tlparse()
-    if exe is None:
-        pytest.skip(
-            "tlparse is not installed (no .venv/bin/tlparse): only the comparison with tlparse is skipped"
-        )
+    exe = tool("tlparse", "a dev dependency: pip install -e '.[dev]'")
     proc = subprocess.run(
         [exe, str(log), "-o", str(out), "--no-browser", "--overwrite"],
         capture_output=True,

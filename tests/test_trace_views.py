@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import TRACE_FIXTURES, run_tcx
+from conftest import TRACE_FIXTURES, run_tcx, tool
 
 from tcx.core.analysis import build_model
 from tcx.core.torchtext.output_code import count_kernels
@@ -30,12 +28,10 @@ LOGS = [
 
 def _tlparse_plain(log: Path, out: Path) -> tuple[int, int]:
     """(recompile_reasons artifacts, kernels in the output code files) as tlparse wrote them."""
-    exe = Path(sys.executable).parent / "tlparse"
-    if not exe.exists() and shutil.which("tlparse") is None:
-        pytest.skip("tlparse is not installed: only the comparison with tlparse is skipped")
+    exe = tool("tlparse", "a dev dependency: pip install -e '.[dev]'")
     proc = subprocess.run(
         [
-            str(exe) if exe.exists() else "tlparse",
+            exe,
             str(log),
             "-o",
             str(out),

@@ -73,7 +73,8 @@ def test_data_dependent_branch_is_typed_and_resumes(explained):
     region = brk["regions"][0]
     assert region["graphs"] == 1 and region["resume_function"] == "torch_dynamo_resume_in_g_at_9"
     assert region["resumed_in"] is not None
-    assert doc["backend"]["name"] == "eager"
+    # the session's recording chose the fast path explicitly, and says its counts may differ
+    assert doc["backend"]["name"] == "eager" and doc["backend"]["counts_may_differ"]
 
 
 def test_loop_break_reports_the_skipped_frame(explained):

@@ -1,6 +1,6 @@
 """The recorder child process: run the user's program under capture hooks.
 
-Started by `tcx.core.driver` as `python -m tcx.core.recorder.child SPEC_JSON`. It appends
+Started by `tcx.core.driver` (`driver.CHILD_MAIN` SPEC_JSON, which calls `main`). It appends
 events to the recording named in the spec as they happen and always tries to finish with
 a `program_exit` event; the parent adds `outcome` when this process dies without one.
 """
@@ -16,12 +16,18 @@ import traceback
 import warnings
 from typing import Any
 
+from tcx.core.frames import is_recorder_frame
 from tcx.core.recorder import children
 from tcx.core.recording import RecordingWriter
 
 
 class TraceHandler(logging.Handler):
-    """Streams every structured-trace record (metadata + payload) into the recording."""
+    """Streams every structured-trace record (metadata + payload) into the recording.
+
+    At each `dynamo_start` it also writes `compile_stack`: the Python frames that called the
+    frame being compiled. torch's own stack in that event leaves out the direct caller of a
+    `torch.compile`-wrapped function (it is cut above Dynamo's wrapper), and `script.py:func`
+    selects every compile that ran while func was on the stack."""
 
     def __init__(self, writer: RecordingWriter) -> None:
         super().__init__(logging.DEBUG)
@@ -32,6 +38,35 @@ class TraceHandler(logging.Handler):
         if metadata is None:
             return
         self.writer.write("trace", md=metadata, payload=getattr(record, "payload", None))
+        if "dynamo_start" in metadata:
+            self.writer.write(
+                "compile_stack",
+                compile_id=f"{metadata.get('frame_id')}/{metadata.get('frame_compile_id')}",
+                attempt=metadata.get("attempt"),
+                stack=caller_frames(sys._getframe(1)),
+            )
+
+
+def caller_frames(frame: Any) -> list[dict[str, Any]]:
+    """The frames on the Python stack outside torch, logging and tcx's recorder, outermost first."""
+    out = []
+    while frame is not None:
+        file = frame.f_code.co_filename
+        if not _hidden(file):
+            out.append({"file": file, "line": frame.f_lineno, "name": frame.f_code.co_name})
+        frame = frame.f_back
+    return out[::-1]
+
+
+_TORCH_DIR = ""
+
+
+def _hidden(file: str) -> bool:
+    global _TORCH_DIR
+    if not _TORCH_DIR:
+        torch = sys.modules.get("torch")
+        _TORCH_DIR = os.path.dirname(getattr(torch, "__file__", "") or "") + os.sep
+    return file.startswith(_TORCH_DIR) or file == logging.__file__ or is_recorder_frame(file)
 
 
 class LogHandler(logging.Handler):
@@ -84,9 +119,11 @@ def run(spec: dict[str, Any], writer: children.ProcessWriter) -> dict[str, Any]:
         "ignore", message=".*force disabled by torch.compiler.config.force_disable_caches"
     )
     capture = spec.get("capture") or []
+    # The compile caches stay as the program has them, unless the view must see every stage
+    # compiled; `tcx cache` (its "caches" capture) keeps them on: it explains their hits and misses.
+    caches = "program" if "caches" in capture else spec.get("caches") or "program"
     features = {
-        # `tcx cache` keeps the caches on (its "caches" capture): it explains their hits and misses.
-        **({} if "caches" in capture else {"caches_disabled": compat.disable_compile_caches()}),
+        **({"caches_disabled": compat.disable_compile_caches()} if caches == "off" else {}),
         "structured_trace": compat.attach_trace_handler(TraceHandler(writer)),
         "torch_logs": compat.route_torch_logs(LogHandler(writer)),
         "graph_break_types": compat.install_graph_break_hook(
@@ -109,7 +146,7 @@ def run(spec: dict[str, Any], writer: children.ProcessWriter) -> dict[str, Any]:
         platform=platform.platform(),
         pid=os.getpid(),
         backend=spec.get("backend"),
-        backend_reason=spec.get("backend_reason"),
+        caches=caches,
         dynamic=spec.get("dynamic"),
         mode=spec.get("mode"),
         features=features,
@@ -121,7 +158,3 @@ def run(spec: dict[str, Any], writer: children.ProcessWriter) -> dict[str, Any]:
 
         evaluate_what_if(spec["what_if"], spec.get("function"), writer)
     return exit_event
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -276,29 +276,35 @@ def override_compile(
     mode: str | None,
     on_call: Callable[[dict[str, Any]], None],
 ) -> str | None:
-    """Make every torch.compile() in the program use tcx's backend/dynamic/mode choice."""
+    """Record every torch.compile() call of the program (what it asks, what it got), and make it use
+    the user's backend/dynamic/mode override where one was given; with none, the program's own
+    arguments pass through untouched."""
     original = torch.compile
 
     @functools.wraps(original)
     def compile(model: Any = None, **kwargs: Any) -> Any:
+        if model is None:  # `@torch.compile(...)`: recorded once, when it gets its function
+            return lambda fn: compile(fn, **kwargs)
         asked = {k: _short(v) for k, v in kwargs.items()}
         if backend is not None:
             kwargs["backend"] = backend
-        if kwargs.get("backend", "inductor") not in (None, "inductor"):
-            kwargs.pop("mode", None)
-            kwargs.pop("options", None)
-        elif mode is not None:
+            if backend != "inductor":  # Inductor's own settings mean nothing to another backend
+                kwargs.pop("mode", None)
+                kwargs.pop("options", None)
+        if mode is not None and kwargs.get("backend", "inductor") == "inductor":
             kwargs["mode"] = mode
         if dynamic is not None:
             kwargs["dynamic"] = dynamic
         on_call({"asked": asked, "used": {k: _short(v) for k, v in kwargs.items()}, "target": _short(model)})
-        return original(model, **kwargs) if model is not None else original(**kwargs)
+        return original(model, **kwargs)
 
     torch.compile = compile
     return None
 
 
 def _short(value: Any) -> str:
+    if isinstance(value, str):
+        return value[:80]
     name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
     return name if isinstance(name, str) else repr(value)[:80]
 

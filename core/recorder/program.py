@@ -26,6 +26,16 @@ class TargetUsageError(Exception):
     """The target cannot be used as asked (missing function, no inputs): exit code 2."""
 
 
+def traceback_frames(exc: BaseException) -> list[dict[str, Any]]:
+    """The traceback's frames, outermost first, without the recorder's own: where the program
+    called what failed, and where it was raised (views name the user's frames of it)."""
+    return [
+        {"file": fs.filename, "line": fs.lineno, "name": fs.name, "code": (fs.line or "")[:300]}
+        for fs in traceback.extract_tb(exc.__traceback__)
+        if not is_recorder_frame(fs.filename)
+    ][-200:]
+
+
 def user_traceback(exc: BaseException) -> str:
     """The traceback without the recorder's own frames on top."""
     frames = [fs for fs in traceback.extract_tb(exc.__traceback__) if not is_recorder_frame(fs.filename)]
@@ -97,6 +107,7 @@ def run_program(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]
             "exc_type": type(exc).__name__,
             "message": str(exc)[:4000],
             "traceback": user_traceback(exc),
+            "frames": traceback_frames(exc),
         }
     return {"status": "ok", "exit_code": 0}
 

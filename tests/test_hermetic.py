@@ -1,0 +1,52 @@
+"""The suite is hermetic: the environment of whoever runs it does not change its outcome.
+
+The variables that change how tcx, rich or click print (NO_COLOR, FORCE_COLOR, COLUMNS, TERM,
+tcx's own TCX_*) are cleared or fixed by conftest.py; here the tests that are sensitive to them
+(colour, width, the terminal app, syntax highlighting only when colour is on) run in a pytest of
+their own with those variables set to hostile values, and must pass.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import ENV_CLEARED, REPO
+
+# Tests that failed once with NO_COLOR=1 in the environment, and the renderers' colour tests.
+SENSITIVE = (
+    "tests/test_browse.py::test_pilot_without_colour_the_detail_has_no_colour",
+    "tests/test_big_runs.py::test_pygments_runs_only_when_colour_is_on_and_only_for_what_is_printed",
+    "tests/test_renderers.py",
+)
+HOSTILE = {
+    "NO_COLOR": "1",
+    "FORCE_COLOR": "1",
+    "CLICOLOR_FORCE": "1",
+    "COLUMNS": "31",
+    "LINES": "5",
+    "TERM": "dumb",
+    "TCX_DEBUG": "1",
+    "TCX_COMPLETE": "bash_source",
+}
+
+
+def test_every_cleared_variable_is_tried():
+    assert set(ENV_CLEARED) <= set(HOSTILE) and "TERM" in HOSTILE
+
+
+@pytest.mark.parametrize("name", ["all at once", "NO_COLOR", "FORCE_COLOR"])
+def test_sensitive_tests_pass_with_the_variables_set(name):
+    env = {**os.environ, **(HOSTILE if name == "all at once" else {name: HOSTILE[name]})}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", *SENSITIVE],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert " passed" in proc.stdout and "skipped" not in proc.stdout
