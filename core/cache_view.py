@@ -356,6 +356,11 @@ class CacheView:
         )
         return f"A fully warm start would cost ≈ {total:.2f} s of compile ({'; '.join(parts)}{tail})."
 
+    @property
+    def fully_warm_seconds(self) -> float | None:
+        values = [f["seconds"] for f in self.fully_warm() if f["seconds"] is not None]
+        return round(sum(values), 3) if values else None
+
     def time_sinks(self, top: int = TOP_SINKS) -> list[dict[str, Any]]:
         """The judged run's largest (compile, phase) times, with the user function compiled."""
         rows = []
