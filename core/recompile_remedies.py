@@ -225,7 +225,7 @@ def _specialized(
     if partners:
         named = ", ".join(f"`{d.text}`" for d in partners)
         shared = ", ".join(f"`{d.text}`" for d in spec.others(dim) if d not in partners)
-        also = f", also held by {shared}" if shared else ""
+        also = f"; {shared} hold it too" if shared else ""
         statics = [d for d in partners if d.dim is not None]
         fix = (
             f"keep that size out of the shared symbol: torch._dynamo.mark_static({statics[0].arg}, "
@@ -235,9 +235,9 @@ def _specialized(
         )
         return "size specialized through duck sizing", (
             f"{how}`{g.arg}` dimension {g.dim} had a symbol in entry {g.entry}, but on that call it was "
-            f"{spec.value}, the same as {named}, so torch gave them one symbol, {spec.symbol}{also} (duck "
-            f"sizing: equal sizes share a symbol); then {forced}, and {tail} Fix: {fix}turn duck sizing "
-            "off: torch.fx.experimental._config.use_duck_shape = False."
+            f"{spec.value}, the same as {named}, so torch gave them one symbol, {spec.symbol} (duck "
+            f"sizing: equal sizes share a symbol{also}); then {forced}, and {tail} Fix: {fix}turn duck "
+            "sizing off: torch.fx.experimental._config.use_duck_shape = False."
         )
     return "size specialized by your code", (
         f"{how}`{g.arg}` dimension {g.dim} had a symbol ({spec.symbol}) in entry {g.entry}, then {forced}, "

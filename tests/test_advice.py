@@ -17,7 +17,7 @@ import json
 import re
 
 import pytest
-from conftest import PROGRAMS, run_tcx, torch_trace_records
+from conftest import PROGRAMS, REPO, run_tcx, torch_trace_records
 
 pytestmark = [pytest.mark.torch]
 
@@ -299,3 +299,18 @@ def test_guard_group_of_a_module_is_not_labelled_with_one_of_its_tensors(nano):
         assert group["summary"] == f"({tensors} of its tensors guarded below)"
     text = tcx("guards", str(save), "--compile", "0/0")
     assert not re.search(r"module/object \S+\s+(Parameter|Tensor) ", text)
+
+
+def test_cudagraphs_requested_and_skipped_says_why():
+    """A real H200 run (fixtures/gpu, kept from bench/gpu_compare.py): the graph whose input is
+    mutated was requested and skipped, with torch's reason and line under it."""
+    recording = str(REPO / "fixtures" / "gpu" / "h200_cudagraphs_real.tcx")
+    # that program ended with an exception after its graphs ran: exit 3, everything still shown
+    proc = run_tcx("cudagraphs", recording, "--format", "json", env=ENV)
+    assert proc.returncode == 3, proc.stderr
+    skipped = [g for g in json.loads(proc.stdout)["graphs"] if g["status"] == "skipped"]
+    assert [g["compile_id"] for g in skipped] == ["1/0"] and skipped[0]["reasons"]
+    lines = run_tcx("cudagraphs", recording, "--width", "1000", env=ENV).stdout.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("compile 1/0"))
+    assert "requested (reduce-overhead) and skipped" in lines[at]
+    assert lines[at + 1].strip().startswith("mutated inputs: mutated inputs (1 instances)")
