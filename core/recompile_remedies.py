@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.shape_facts import CompileShapes, Dim, Specialization, UserLine
+from tcx.core.shape_facts import CompileShapes, Dim, Specialization, UserLine, marked_dynamic
 
 if TYPE_CHECKING:
     from tcx.core.analysis import RunModel
@@ -160,7 +160,7 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
         return _specialized(call, g, dim, spec, ctx)
     values = _seen(call, g, ctx.calls)
     head = f"Dimension {g.dim} of `{g.arg}` changes between calls{values}."
-    if dim in entry.marked_dynamic:
+    if dim in marked_dynamic(ctx.model, g.entry):
         return CAUSES["shape"], (
             f"{head} The program marks it dynamic (mark_dynamic), yet entry {g.entry} compiled it as "
             f"{g.expected} and torch logged no symbol for it; run with TORCH_LOGS=dynamic to see why."

@@ -7,7 +7,7 @@
   it, torch's reason (e.g. `range_refined_to_singleton`) and the user line that forced it;
 - `guard_added_fast`: the guard that forced it (e.g. `Eq(s11, 8)`), at that same user line;
 - `describe_tensor` / `describe_source`: the dimensions the program marked with
-  torch._dynamo.mark_dynamic (`dynamo_dynamic_indices`).
+  torch._dynamo.mark_dynamic (`dynamo_dynamic_indices`), read for one compile when asked.
 
 Only the last attempt of a compile counts: an attempt that was restarted logged the same symbols
 again. Pure and torch-free.
@@ -23,15 +23,8 @@ from tcx.core.analysis import RunModel
 from tcx.core.torchtext import guards as guard_text
 from tcx.core.trace_events import Interner, TraceEvent
 
-_EVENTS = frozenset(
-    {
-        "create_symbol",
-        "symbolic_shape_specialization",
-        "guard_added_fast",
-        "describe_tensor",
-        "describe_source",
-    }
-)
+_EVENTS = frozenset({"create_symbol", "symbolic_shape_specialization", "guard_added_fast"})
+_DESCRIBE = frozenset({"describe_tensor", "describe_source"})
 
 
 @dataclass(frozen=True)
@@ -91,11 +84,10 @@ class Specialization:
 
 @dataclass
 class CompileShapes:
-    """One compile's (last attempt's) symbols, specializations and mark_dynamic'd dimensions."""
+    """One compile's (last attempt's) symbols and specializations."""
 
     symbols: dict[Dim, tuple[str, str]] = field(default_factory=dict)  # dim -> (symbol, value)
     specializations: list[Specialization] = field(default_factory=list)
-    marked_dynamic: set[Dim] = field(default_factory=set)
 
     def specialization_of(self, dim: Dim) -> Specialization | None:
         return next((s for s in self.specializations if dim in s.dims), None)
@@ -110,7 +102,6 @@ def shape_facts(model: RunModel) -> dict[str, CompileShapes]:
     interner = Interner()
     out: dict[str, CompileShapes] = {}
     guards: dict[str, list[tuple[str, UserLine | None]]] = {}
-    described: dict[tuple[str, Any, Any], list[int]] = {}  # (cid, describer, id) -> mark_dynamic dims
     for ev in model.trace_events:
         if ev.name == "str":
             interner.add(ev.body, ev.rank)
@@ -118,21 +109,11 @@ def shape_facts(model: RunModel) -> dict[str, CompileShapes]:
         cid = ev.compile_id
         if ev.name not in _EVENTS or not cid or ev.attempt != last_attempt.get(cid):
             continue
-        body = ev.body if ev.name not in ("describe_tensor", "describe_source") else None
+        body = ev.body
         facts = out.setdefault(cid, CompileShapes())
-        if ev.name == "describe_tensor":
-            dims = ev.body_field("dynamo_dynamic_indices")
-            if dims:
-                key = (cid, ev.body_field("describer_id"), ev.body_field("id"))
-                described[key] = [d for d in dims if isinstance(d, int)]
-        elif ev.name == "describe_source":
-            key = (cid, ev.body_field("describer_id"), ev.body_field("id"))
-            source = ev.body_field("source")
-            for d in described.get(key, []) if isinstance(source, str) else []:
-                facts.marked_dynamic.add(Dim(guard_text.source_name(source), d))
-        elif not isinstance(body, dict):
+        if not isinstance(body, dict):
             continue
-        elif ev.name == "create_symbol":
+        if ev.name == "create_symbol":
             dim = dim_of(str(body.get("source", "")))
             facts.symbols.setdefault(dim, (str(body.get("symbol")), str(body.get("val"))))
         elif ev.name == "guard_added_fast":
@@ -152,6 +133,27 @@ def shape_facts(model: RunModel) -> dict[str, CompileShapes]:
                     at=_user_line(body, interner, ev) or (guard[1] if guard else None),
                 )
             )
+    return out
+
+
+def marked_dynamic(model: RunModel, compile_id: str) -> set[Dim]:
+    """The dimensions the program marked with torch._dynamo.mark_dynamic, as torch described the
+    compile's input tensors (`dynamo_dynamic_indices`). Asked for one compile at a time: a large
+    log keeps these records on disk."""
+    described: dict[tuple[Any, Any, int], list[int]] = {}  # (describer, id, attempt) -> dims
+    out: set[Dim] = set()
+    for ev in model.trace_events:
+        if ev.name not in _DESCRIBE or ev.compile_id != compile_id:
+            continue
+        key = (ev.body_field("describer_id"), ev.body_field("id"), ev.attempt)
+        if ev.name == "describe_tensor":
+            dims = ev.body_field("dynamo_dynamic_indices")
+            if isinstance(dims, list) and dims:
+                described[key] = [d for d in dims if isinstance(d, int)]
+        else:
+            source = ev.body_field("source")
+            for d in described.get(key, []) if isinstance(source, str) else []:
+                out.add(Dim(guard_text.source_name(source), d))
     return out
 
 
