@@ -21,7 +21,8 @@ Measurements:
 4. Per-instruction capture: `tcx trace models/tiny_llama.py --format json` (Dynamo's
    simulated stack and FX nodes per instruction) against `tcx explain` of the same program.
 5. Per-call capture: `tcx recompiles recompiles/hot_loop.py` (3020 calls of two compiled functions)
-   against `tcx explain` of the same program.
+   against `tcx explain` of the same program; the cost capture (`tcx cost --no-eager`: every call
+   timed, the steady ones profiled) against the same `tcx explain`, `tcx cost` with its eager run beside.
 6. Warm start: `tcx cache cache/tiny.py` (a cold run, then a warm one, with a private cache
    directory) against running the program twice with plain `python` and a fresh shared
    TORCHINDUCTOR_CACHE_DIR (skipped with `--skip-inductor`).
@@ -70,6 +71,7 @@ GOAL_INGEST_RATIO = 1.0
 GOAL_TRACE_RATIO = 1.50
 GOAL_CALLS_RATIO = 1.25
 GOAL_CACHE_RATIO = 1.25
+GOAL_COST_RATIO = 1.30
 GOAL_TEST_SUITE_S = 120.0
 LARGE_LOG_DIR = RESULTS / "large_trace"
 
@@ -564,6 +566,7 @@ def table(results: dict[str, Any]) -> str:
         results.get("ingest_vs_tlparse"),
         results.get("trace_capture"),
         results.get("calls_capture"),
+        results.get("cost_capture"),
         results.get("cache_vs_two_runs"),
     ):
         if res is None:
@@ -657,6 +660,7 @@ def footnotes(results: dict[str, Any]) -> str:
         "ingest_vs_tlparse",
         "trace_capture",
         "calls_capture",
+        "cost_capture",
         "cache_vs_two_runs",
     ):
         res = results.get(key)
@@ -790,6 +794,37 @@ def calls_capture_cost(runs: int) -> dict[str, Any]:
     )
 
 
+def cost_check(stdout: str) -> None:
+    """`tcx cost --format json` measured steady calls and profiled some."""
+    try:
+        report = json.loads(stdout)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"tcx cost did not print JSON ({exc}): {stdout[:200]!r}") from exc
+    if not report.get("measured_calls") or not report.get("breakdown"):
+        raise BenchError(f"tcx cost measured no steady call: {report.get('notes')}")
+
+
+def cost_capture_cost(runs: int) -> dict[str, Any]:
+    """The cost run (`tcx cost --no-eager`: every call timed, 5 steady calls profiled) against `tcx explain`
+    (the recording alone), on 3020 calls; `tcx cost` with its second, eager run is timed alongside."""
+    rel = str((PROGRAMS / "recompiles" / "hot_loop.py").relative_to(ROOT))
+    common = ["--format", "json", "--backend", "eager"]
+    tcx = Command("tcx cost --no-eager", [*tcx_argv(), "cost", rel, *common, "--no-eager"], check=cost_check)
+    plain = Command("tcx explain", [*tcx_argv(), "explain", rel, *common], check=explain_check("eager"))
+    full = Command("tcx cost (with its eager run)", [*tcx_argv(), "cost", rel, *common], check=cost_check)
+    measure([tcx, plain, full], runs)
+    res = comparison(
+        "cost capture",
+        "recompiles/hot_loop.py (3020 calls): tcx cost --no-eager vs tcx explain (the eager run is a "
+        f"second run of the program: tcx cost with it took {full.median_wall():.2f} s)",
+        tcx,
+        plain,
+        GOAL_COST_RATIO,
+    )
+    res["with_eager_run"] = full.summary()
+    return res
+
+
 def cache_check(stdout: str) -> None:
     """`tcx cache --format json` ran cold then warm, and the warm run hit every lookup."""
     try:
@@ -903,6 +938,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["trace_capture"] = trace_capture_cost(args.runs)
         print("per-call capture (tcx recompiles vs tcx explain) ...", file=sys.stderr, flush=True)
         results["calls_capture"] = calls_capture_cost(args.runs)
+        print("cost capture (tcx cost vs tcx explain) ...", file=sys.stderr, flush=True)
+        results["cost_capture"] = cost_capture_cost(args.runs)
         if not args.skip_inductor:
             print("warm start (tcx cache vs the program twice) ...", file=sys.stderr, flush=True)
             results["cache_vs_two_runs"] = cache_vs_two_runs(args.runs)

@@ -69,6 +69,8 @@ RECORDER_EVENTS = frozenset(
     {"frame_call", "guard_check", "what_if", "frame_calls_dropped", "recompile_config"}
     | {"fusion", "fusion_note", "partitioner_log", "cuda_preview"}  # graphs/fusion/codegen views
     | {"cuda_preview_device", "cuda_preview_decision", "cudagraph"}  # the CUDA preview, CUDA graphs
+    | {"cost_config", "cost_call", "cost_calls_more", "cost_profile", "cost_device"}  # tcx cost
+    | {"cost_eager_run", "cost_eager_call"}  # tcx cost: the force_eager run's timings
 )
 
 

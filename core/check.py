@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.analysis import Compile
-from tcx.core.budgets import BUDGETS
+from tcx.core.budgets import BUDGETS, FLOOR_BUDGETS
 from tcx.core.errors import EXIT_BUDGET, EXIT_INPUT, EXIT_OK, EXIT_TARGET, UsageError
 from tcx.core.explain import Explanation, to_json
 from tcx.core.log_consistency import disagreements
@@ -36,10 +36,16 @@ class Verdict:
     actual: float  # the program's and its child processes' together
     in_children: int = 0  # how many of `actual` happened in child processes
     causes: list[Cause] = field(default_factory=list)  # what makes up the count, for a failure
+    floor: bool = False  # a minimum (--min-speedup): the run fails under it
 
     @property
     def exceeded(self) -> bool:
-        return self.actual > self.limit
+        return self.actual < self.limit if self.floor else self.actual > self.limit
+
+    @property
+    def relation(self) -> str:
+        """How a failing count compares with its budget: ">" (a maximum) or "<" (a floor)."""
+        return "<" if self.floor else ">"
 
 
 @dataclass
@@ -138,6 +144,7 @@ def evaluate(
                 actual=warm[count] if warm and count in warm else run_count(ex, count) + in_children,
                 in_children=in_children,
                 causes=causes(ex, count),
+                floor=key in FLOOR_BUDGETS,
             )
         )
     conditions = run_conditions(ex.model)
@@ -195,16 +202,46 @@ def causes(ex: Explanation, count: str) -> list[Cause]:
             for run in build_export(ex.model, ex.selection).exports
             for issue in run.issues
         ]
+    if count in ("call_ms", "speedup"):  # what the call's time goes to, most costly first (tcx cost)
+        from tcx.core.cost import build_cost
+
+        return [
+            Cause(f"{f.title}: {f.ms_per_call:.3f} ms per call", f.file, f.line)
+            for f in build_cost(ex.model, ex.selection).findings
+        ]
     return []
 
 
-def run_count(ex: Explanation, count: str) -> int:
+def run_count(ex: Explanation, count: str) -> float:
     """One of the run's counts: explain's, or the issues of its torch.export calls (core/export_view.py)."""
     if count == "export_issue_count":
         from tcx.core.export_view import build_export
 
         return build_export(ex.model, ex.selection).export_issue_count
+    if count in ("call_ms", "speedup"):
+        return cost_count(ex, count)
     return int(getattr(ex, count))
+
+
+def cost_count(ex: Explanation, count: str) -> float:
+    """The measured call time or speedup (core/cost.py). A run that cannot show it is an error, never
+    a pass, unless the program failed (then exit 3 says so, and the value is 0)."""
+    from tcx.core.cost import build_cost
+    from tcx.core.errors import InputError
+
+    cost = build_cost(ex.model, ex.selection)
+    value = cost.call_ms if count == "call_ms" else cost.speedup
+    if value is not None:
+        return round(value, 3)
+    if failure(ex.model) is not None:
+        return 0.0
+    what = "no steady call was measured" if count == "call_ms" else "no eager run was compared with it"
+    option = "--max-call-ms" if count == "call_ms" else "--min-speedup"
+    raise InputError(
+        f"{ex.model.target}: {cost.unavailable or what}, so {option} cannot be judged.",
+        hint="Check the program itself (tcx check runs it as `tcx cost` does), or a recording saved by "
+        "`tcx cost PROGRAM --save FILE`; a function called only once compiles on that call (nothing steady).",
+    )
 
 
 BASELINE_SCHEMA = "tcx.baseline/1"

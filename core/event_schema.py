@@ -266,8 +266,23 @@ FUSION_NODE = Obj(
     kernel=OSTR,
 )
 DECISION = Obj(required=("node1", "node2"), kind=OSTR, node1=STR, node2=STR, reason=OSTR)
+# One call of a compiled callable, timed by `tcx cost` (`cost_eager_call`: in its force_eager run).
+COST_CALL = Obj(
+    required=("index", "wall_ns"),
+    index=INT,
+    function=OSTR,
+    file=OSTR,
+    line=OINT,
+    wall_ns=INT,
+    warmup=BOOL,
+    profiled=BOOL,
+    raised=BOOL,
+    compiled=Seq(STR, nullable=True),
+)
+# A `cost_profile` extra: [span index, {bytes, flops, ...}].
+ANY_SCALAR_OR_OBJECT = Scalar("a number or an object", int, dict)
 # Kinds the recorder writes as `{"hook_error": ...}` alone when its hook failed; views skip them.
-HOOK_ERROR_KINDS = frozenset({"graph_break", "frame_call", "guard_check"})
+HOOK_ERROR_KINDS = frozenset({"graph_break", "frame_call", "guard_check", "cost_call"})
 # Fields every recorder event kind may carry; `kind` itself is checked first.
 COMMON = {"compile_id": OSTR, "attempt": OINT, "error": OSTR, "hook_error": OSTR}
 
@@ -383,6 +398,34 @@ RECORDER_EVENTS: dict[str, Obj] = {
     "fusion_note": Obj(graph=OSTR, kind=OSTR, node1=OSTR, node2=OSTR, reason=OSTR),
     "partitioner_log": Obj(message=OSTR),
     "cuda_preview": Obj(arch=OSTR, graph=OSTR, source=OSTR, ptx=Map(STR, nullable=True), seconds=ONUM),
+    # tcx cost (core/recorder/compat_cost.py): calls timed, steady calls profiled
+    "cost_config": Obj(
+        mode=OSTR,
+        profile_calls=INT,
+        warmup=INT,
+        stance=OSTR,
+        kernel_profile=OSTR,
+        graph_marks=OSTR,
+        compile_signal=OSTR,
+        profiler=OSTR,
+        profiler_error=OSTR,
+    ),
+    "cost_call": COST_CALL,
+    "cost_eager_call": COST_CALL,
+    "cost_eager_run": Obj(status=OSTR, message=OSTR, calls=INT),
+    "cost_calls_more": Obj(
+        function=OSTR, file=OSTR, line=OINT, count=INT, total_ns=INT, min_ns=INT, max_ns=INT
+    ),
+    "cost_profile": Obj(
+        index=INT,
+        function=OSTR,
+        names=Seq(STR),
+        cpu=Seq(Seq(INT)),
+        device=Seq(Seq(INT)),
+        extra=Seq(Seq(ANY_SCALAR_OR_OBJECT)),
+        truncated=INT,
+    ),
+    "cost_device": Obj(name=OSTR, capability=OSTR, float32_matmul_precision=OSTR),
 }
 
 HEADER = Obj(target=OSTR, torch_version=OSTR, tcx_version=OSTR)

@@ -40,6 +40,7 @@ class BreakSite:
     suggestion: str | None
     entry_frame: Frame | None  # the user's line that led into library code, when the break is there
     regions: list[dict[str, Any]] = field(default_factory=list)
+    measured_ms: float | None = None  # eager ms per call this break causes, when `tcx cost` measured it
 
     @property
     def function(self) -> str | None:
@@ -124,6 +125,7 @@ def explain(model: RunModel, selection: Selection | None = None) -> Explanation:
         if selection.includes(b.compile_id) or (fn is not None and passes_through(b, fn))
     ]
     sites = _sites(breaks, compiles)
+    _rank_by_measured_cost(model, selection, sites)
     failed = [
         _failed_frame(c, [b for b in breaks if b.compile_id == c.compile_id])
         for c in compiles.values()
@@ -172,6 +174,19 @@ def _sites(breaks: list[GraphBreak], compiles: dict[str, Compile]) -> list[Break
     order = {id(s): i for i, s in enumerate(sites)}
     sites.sort(key=lambda s: (not s.frame_skipped, -len(s.occurrences), order[id(s)]))
     return sites
+
+
+def _rank_by_measured_cost(model: RunModel, selection: Selection, sites: list[BreakSite]) -> None:
+    """Worst first by what each break costs per call when the run was measured (`tcx cost`); the
+    order above breaks ties and ranks what was not measured."""
+    from tcx.core.cost import measured_break_ms
+
+    measured = measured_break_ms(model, selection)
+    if not measured:
+        return
+    for s in sites:
+        s.measured_ms = measured.get((s.gb_type, s.file, s.line))
+    sites.sort(key=lambda s: -(s.measured_ms or 0.0))
 
 
 def _suggestion(b: GraphBreak, in_library: bool) -> str | None:
@@ -305,6 +320,7 @@ def _site_json(s: BreakSite) -> dict[str, Any]:
         "user_stack": [f.to_json() for f in s.user_stack],
         "compile_ids": [e.compile_id for e in s.occurrences],
         "regions": s.regions,
+        "measured_ms_per_call": s.measured_ms,
     }
 
 

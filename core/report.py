@@ -40,6 +40,7 @@ class Problem:
     title: str
     detail: str
     where: str | None = None
+    ms_per_call: float | None = None  # what it costs per call, when `tcx cost` measured the run
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -56,6 +57,7 @@ class Report:
     compile_time_s: dict[str, float] = field(default_factory=dict)
     # view name -> why it could not be built, serialised or rendered (its section says so)
     failures: dict[str, str] = field(default_factory=dict)
+    cost: Any = None  # core/cost.Cost when the recording holds a cost measurement (`tcx cost`)
 
     @functools.cached_property
     def docs(self) -> dict[str, dict[str, Any]]:
@@ -99,6 +101,10 @@ def build_report(model: RunModel, selection: Selection | None = None) -> Report:
         except Exception as exc:  # one view failing must not sink the report
             views[view.name] = None
             failures[view.name] = _failure(view.name, "built", exc)
+    cost = _cost(model, selection, failures)
+    problems = _problems(ex, views.get("recompiles"))
+    if cost is not None:
+        _rank_by_measured_cost(problems, cost)
     return Report(
         model=model,
         selection=selection,
@@ -106,9 +112,44 @@ def build_report(model: RunModel, selection: Selection | None = None) -> Report:
         views=views,
         failures=failures,
         pipeline=_pipeline(model, selection, views, failures),
-        problems=_problems(ex, views.get("recompiles")),
+        problems=problems,
         compile_time_s=run_facts(model, selection, ex=ex)["compile_time_s"],
+        cost=cost,
     )
+
+
+def _cost(model: RunModel, selection: Selection, failures: dict[str, str]) -> Any:
+    """The run's cost measurement, when it has one (a `tcx cost` recording)."""
+    from tcx.core.cost import build_cost, has_cost
+
+    if not has_cost(model):
+        return None
+    try:
+        return build_cost(model, selection)
+    except Exception as exc:  # one view failing must not sink the report
+        failures["cost"] = _failure("cost", "built", exc)
+        return None
+
+
+def _rank_by_measured_cost(problems: list[Problem], cost: Any) -> None:
+    """Top problems ranked by measured ms per call: each break at its site, the skipped frames, the
+    recompiles (their compile time spread over the calls); the program's own failure stays first and
+    what was not measured keeps its order after what was."""
+    by_where: dict[str, float] = {}
+    by_kind: dict[str, float] = {}
+    for f in cost.findings:
+        where = f"{f.file}:{f.line}"
+        if f.kind == "graph_break":
+            by_where[where] = by_where.get(where, 0.0) + f.ms_per_call
+        elif f.kind in ("recompile", "skipped_frame"):
+            kind = "recompiles" if f.kind == "recompile" else "failed frame"
+            by_kind[kind] = by_kind.get(kind, 0.0) + f.ms_per_call
+    for p in problems:
+        if p.kind == "graph break":
+            p.ms_per_call = by_where.get(p.where or "")
+        elif p.kind in by_kind:
+            p.ms_per_call = by_kind[p.kind]
+    problems.sort(key=lambda p: (p.kind != "program", p.ms_per_call is None, -(p.ms_per_call or 0.0), p.rank))
 
 
 def _pipeline(
@@ -234,4 +275,13 @@ def to_json(report: Report) -> dict[str, Any]:
         "compile_time_s": report.compile_time_s,
         "problems": [p.to_json() for p in report.problems],
         "views": report.docs,
+        "cost": _cost_json(report),
     }
+
+
+def _cost_json(report: Report) -> dict[str, Any] | None:
+    if report.cost is None:
+        return None
+    from tcx.core.cost import to_json as cost_json
+
+    return cost_json(report.cost)

@@ -349,6 +349,19 @@ VIEWS: tuple[View, ...] = (
         report_title="Export",
     ),
     View(
+        name="cost",
+        schema="tcx.cost/1",
+        help="What each graph break, recompile, skipped frame and kernel costs per call, measured and "
+        "ranked: what to fix first (the program runs twice: compiled, profiled after warm-up; then eager).",
+        build="tcx.core.cost:build_cost",
+        to_json="tcx.core.cost:to_json",
+        render="tcx.renderers.cost_terminal:render_cost",
+        # Its "cost" capture (calls timed and profiled, a second force_eager run) is asked for by its
+        # command only: `tcx report` does not time calls; it shows a cost measurement a recording has.
+        captures=("recompiles", "codegen", "cudagraphs"),
+        command="tcx.cli.cmd_cost:command",
+    ),
+    View(
         name="report",
         schema="tcx.report/1",
         help="Everything tcx knows about a run: per-frame pipeline, top problems, then every view.",

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tcx import __version__
-from tcx.core.check import Cause, CheckResult
+from tcx.core.check import Cause, CheckResult, Verdict
 from tcx.core.explain import BreakSite
 from tcx.renderers.children import render_child_processes
 from tcx.renderers.failure import render_failure
@@ -96,7 +96,7 @@ def render_text(result: CheckResult, console: Console) -> None:
         else:
             console.print(Text(f"  ok  no worse than the baseline {clean(result.baseline)}", style="good"))
     render_child_processes(result.explanation.model, console)
-    reasons = [f"{v.label} {v.actual} > {v.limit}" for v in result.failed]
+    reasons = [f"{v.label} {v.actual} {v.relation} {v.limit}" for v in result.failed]
     reasons += ["worse than the baseline"] if result.worse_than_baseline else []
     reasons += ["not the program's own run"] if result.not_as_program else []
     if result.failure:
@@ -215,7 +215,9 @@ def sarif(result: CheckResult) -> dict[str, Any]:
                 {
                     "ruleId": rid,
                     "level": "error",
-                    "message": {"text": f"{v.label}: {v.actual} exceeds {v.option} {v.limit}: {cause.text}"},
+                    "message": {
+                        "text": f"{v.label}: {v.actual} {_verb(v)} {v.option} {v.limit}: {cause.text}"
+                    },
                     "locations": [location] if cause.file else [],
                 }
             )
@@ -243,6 +245,10 @@ def sarif(result: CheckResult) -> dict[str, Any]:
     }
 
 
+def _verb(v: Verdict) -> str:
+    return "is under" if v.floor else "exceeds"
+
+
 def _gh_escape(text: str, prop: bool = False) -> str:
     out = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
     if prop:
@@ -261,7 +267,7 @@ def github(result: CheckResult) -> str:
         )
     for v in result.failed:
         lines.append(
-            f"::error title=tcx check::{_gh_escape(f'{v.label}: {v.actual} exceeds {v.option} {v.limit}')}"
+            f"::error title=tcx check::{_gh_escape(f'{v.label}: {v.actual} {_verb(v)} {v.option} {v.limit}')}"
         )
         if v.option in ("--max-graph-breaks", "--max-unique-graph-breaks"):
             continue  # each break site is annotated above

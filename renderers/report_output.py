@@ -230,6 +230,11 @@ def report_html(report: Report) -> str:
         body = _unfold(console.export_html(inline_styles=True, code_format="{code}"), console, stored)
         toc.append(f'<a href="#{anchor}">{html.escape(title)}</a>')
         parts.append(f'<section id="{anchor}"><h2>{html.escape(title)}</h2><pre>{body}</pre></section>')
+    if report.cost is not None:  # a `tcx cost` recording: its chart (inline SVG) after the overview
+        from tcx.renderers.cost_svg import cost_section_html
+
+        toc.insert(1, '<a href="#cost">Cost per call</a>')
+        parts.insert(1, cost_section_html(report.cost))
     title = html.escape(f"tcx report: {clean(report.model.target)}")
     return PAGE.format(title=title, toc="\n".join(toc), sections="\n".join(parts), version=__version__)
 

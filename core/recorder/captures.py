@@ -34,6 +34,7 @@ CAPTURES: dict[str, str] = {
     "guards": "tcx.core.recorder.compat_dynamo:install_guard_capture",
     "caches": "tcx.core.recorder.compat_cache:install",  # `tcx cache`: caches on, keys logged
     "export": "tcx.core.recorder.compat_export:install",  # `tcx export`; export=MODE: tcx exports :func
+    "cost": "tcx.core.recorder.compat_cost:install",  # `tcx cost`: calls timed, steady ones profiled
 }
 
 # Callbacks a capture registers to run once the program has finished (e.g. walk the cache
