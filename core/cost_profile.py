@@ -57,6 +57,7 @@ def bounded(value: Any, low: int = 0) -> int | None:
     """`value` when it is an integer from `low` to MAX_NS (the schema admits 400-digit integers)."""
     return value if type(value) is int and low <= value <= MAX_NS else None
 
+
 OTHER_CALL = "torch.compile's call wrapper and Python outside compiled regions"
 OTHER_PROLOGUE = "Dynamo's prologue (the graph's inputs)"
 OTHER_WRAPPER = "the graph's wrappers (AOTAutograd's runtime, Inductor's call())"
@@ -78,6 +79,7 @@ class Piece:
     ns: int = 0  # time attributed to it; the pieces of a call add up to the call
     launches: int = 0  # ranges that started it (kernel launches, op calls, lookups)
     own_ns: int = 0  # kernels and extern calls: their own duration (device time on a GPU)
+    cpu_own_ns: int = 0  # the same on the CPU: the duration of the ranges that started it
     ops: Counter = field(default_factory=Counter)  # eager pieces: the ATen ops that ran
     device_kernels: Counter = field(default_factory=Counter)  # device kernels it launched
     bytes: int | None = None  # device launches: bytes of their tensor arguments, summed
@@ -90,6 +92,7 @@ class Piece:
         self.ns += other.ns
         self.launches += other.launches
         self.own_ns += other.own_ns
+        self.cpu_own_ns += other.cpu_own_ns
         self.ops.update(other.ops)
         self.device_kernels.update(other.device_kernels)
         for name in ("bytes", "flops", "inductor_gb", "inductor_flop"):
@@ -171,6 +174,9 @@ def attribute(event: dict[str, Any], ctx: Context) -> CallProfile | None:
         for start, end, key in cpu_intervals:
             _piece(pieces, key).ns += end - start
     _launch_facts(event, by_index, pieces)
+    for piece in pieces.values():  # a kernel's own time: on the device when it ran there, else the CPU's
+        if not piece.device_kernels:
+            piece.own_ns = piece.cpu_own_ns
     return CallProfile(
         index=int(event.get("index", -1)) if isinstance(event.get("index"), int) else -1,
         function=function,
@@ -301,7 +307,7 @@ def _self_intervals(
         if node.starts_key:
             piece.launches += 1
             if key.part in ("kernel", "extern", "graph_op"):
-                piece.own_ns += node.end - node.start
+                piece.cpu_own_ns += node.end - node.start
         if key.part == "eager" and is_op(node.name) and not (parent is not None and is_op(parent.name)):
             piece.ops[node.name] += 1
         if _RUNTIME.match(node.name) and "Launch" in node.name and key.compile_id is not None:

@@ -278,6 +278,7 @@ COST_CALL = Obj(
     profiled=BOOL,
     raised=BOOL,
     compiled=Seq(STR, nullable=True),
+    wraps=OSTR,
 )
 # A `cost_profile` extra: [span index, {bytes, flops, ...}].
 ANY_SCALAR_OR_OBJECT = Scalar("a number or an object", int, dict)

@@ -30,6 +30,7 @@ import contextlib
 import functools
 import inspect
 import json
+import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -37,7 +38,7 @@ from typing import Any
 import torch
 
 from tcx.core.recorder.compat import current_compile_id, unavailable
-from tcx.core.recorder.compat_recompiles import _evaluated_callable, _target_of
+from tcx.core.recorder.compat_recompiles import _evaluated_callable, _qualname, _target_of
 from tcx.core.recording import RecordingWriter
 
 CALL_SPAN = "tcx.call"  # the profiler range around one measured call
@@ -45,6 +46,9 @@ GRAPH_SPAN = "tcx.graph "  # + compile id: the range around one compiled graph's
 MAX_CALL_EVENTS = 2000  # per-call events written; later calls are counted per function (`cost_calls_more`)
 MAX_SPANS = 20000  # profiler ranges kept per profiled call
 DEFAULT_PROFILE_CALLS = 5
+# A folder: each profiled call's own torch.profiler output (its Chrome trace and key_averages table)
+# is written there too, for comparing tcx's figures with the profiler's (bench/gpu_cost.py).
+EXPORT_ENV = "TCX_COST_PROFILER_EXPORT"
 # The C++ name of a scalar type as the profiler reports it -> (torch name, bytes per element).
 _DTYPES = {
     "float": ("float32", 4),
@@ -241,7 +245,11 @@ def _wrap_compiled(compiled: Callable[..., Any], fn: Any) -> Callable[..., Any]:
     code = getattr(getattr(frame, "__func__", frame), "__code__", None)
     if code is None:
         return compiled
-    where = (code.co_name, code.co_filename, code.co_firstlineno)
+    target = _target_of(fn)
+    target_code = getattr(getattr(target, "__func__", target), "__code__", None)
+    # the callable the program compiled, when Dynamo evaluates a frame around it (a decorator's wrapper)
+    wraps = _qualname(target) if target_code is not code else None
+    where = (code.co_name, code.co_filename, code.co_firstlineno, wraps)
     is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
 
     @functools.wraps(compiled)
@@ -254,7 +262,7 @@ def _wrap_compiled(compiled: Callable[..., Any], fn: Any) -> Callable[..., Any]:
 
 
 def _measured_call(
-    compiled: Callable[..., Any], where: tuple[str, str, int], args: tuple, kwargs: dict
+    compiled: Callable[..., Any], where: tuple[str, str, int, str | None], args: tuple, kwargs: dict
 ) -> Any:
     index = STATE.calls
     STATE.calls += 1
@@ -329,7 +337,7 @@ def _start_profiler(cuda: bool) -> Any:
         with torch.profiler.record_function("tcx.profiler_warmup"):  # its first range, outside the call
             pass
     except Exception as exc:
-        _write("cost_config", profiler_error=f"{type(exc).__name__}: {exc}")
+        _write("cost_config", profiler_error=f"the profiler could not start: {type(exc).__name__}: {exc}")
         STATE.profile_limit = 0
         return None
     STATE.profiler = prof
@@ -347,8 +355,10 @@ def _stop_profiler(discard: bool) -> Any:
     return None if discard else prof
 
 
-def _record(index: int, where: tuple[str, str, int], wall: int, seen: int, ok: bool, cuda: bool) -> None:
-    function, file, line = where
+def _record(
+    index: int, where: tuple[str, str, int, str | None], wall: int, seen: int, ok: bool, cuda: bool
+) -> None:
+    function, file, line, wraps = where
     warmup = bool(STATE.compiled) or seen < STATE.warmup
     prof = _stop_profiler(discard=warmup or not ok)
     profiled = prof is not None
@@ -375,8 +385,10 @@ def _record(index: int, where: tuple[str, str, int], wall: int, seen: int, ok: b
         "warmup": warmup,
         "profiled": profiled,
     }
+    if wraps:
+        event["wraps"] = wraps
     if STATE.compiled:
-        event["compiled"] = STATE.compiled[:8]
+        event["compiled"] = STATE.compiled[:32]
     if not ok:
         event["raised"] = True
     _write("cost_call", **event)
@@ -415,40 +427,77 @@ def _write_profile(prof: Any, index: int, function: str, cuda: bool) -> None:
         STATE.cuda_noted = True
         _write("cost_device", **_device())
     _write("cost_profile", index=index, function=function, **spans_of(events))
+    folder = os.environ.get(EXPORT_ENV)
+    if folder:
+        _export(prof, index, folder, cuda)
+
+
+def _export(prof: Any, index: int, folder: str, cuda: bool) -> None:
+    """torch.profiler's own view of this call: its Chrome trace and its table (key_averages)."""
+    try:
+        os.makedirs(folder, exist_ok=True)
+        prof.export_chrome_trace(os.path.join(folder, f"call{index}.json"))
+        averages = prof.key_averages()
+        try:
+            table = averages.table(
+                sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=40
+            )
+        except (AttributeError, KeyError, ValueError):
+            table = averages.table(sort_by="cpu_time_total", row_limit=40)
+        with open(os.path.join(folder, f"call{index}.txt"), "w", encoding="utf-8") as fh:
+            fh.write(table)
+    except Exception as exc:
+        why = f"{type(exc).__name__}: {exc}"
+        _write("cost_config", profiler_error=f"the profile could not be exported to {folder}: {why}")
+
+
+# Kineto's activity types: device work, and the CUDA runtime/driver calls that launched it.
+DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
+RUNTIME_CALLS = ("cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver")
 
 
 def spans_of(events: list[Any]) -> dict[str, Any]:
     """The ranges of one call on its thread (relative to the call's start, in ns), and the device
     work they launched: `cpu` [name, start, duration], `device` [name, start, duration, stream, the
-    cpu span that launched it], `extra` [cpu span, {bytes, flops, dtype, ...}] for launchers."""
+    cpu span that launched it], `extra` [cpu span, {bytes, flops, dtype, ...}] for launchers.
+
+    Kineto links a kernel (and the runtime call that launched it) to the innermost op or range on
+    the CPU (`linked_correlation_id`); runtime calls carry the OS thread id, not the op's, so they
+    are found through that link rather than by thread."""
     cpu_type = torch.autograd.DeviceType.CPU
     calls = [e for e in events if e.name() == CALL_SPAN and e.device_type() == cpu_type]
     if not calls:
         return {"error": "the profiler recorded no range for the call"}
     call = calls[-1]
     thread, begin, end = call.start_thread_id(), call.start_ns(), call.end_ns()
-    names: dict[str, int] = {}
-    cpu: list[list[int]] = []
-    by_correlation: dict[int, int] = {}
-    kept: list[Any] = []
-    ranged = [
+    on_thread = [
         e
         for e in events
         if e.device_type() == cpu_type
         and e.start_thread_id() == thread
         and begin <= e.start_ns()
         and e.end_ns() <= end
+        and _activity(e) not in RUNTIME_CALLS
     ]
-    ranged.sort(key=lambda e: (e.start_ns(), -e.duration_ns()))
+    ops = {e.correlation_id() for e in on_thread}
+    runtime = [
+        e
+        for e in events
+        if e.device_type() == cpu_type and _activity(e) in RUNTIME_CALLS and e.linked_correlation_id() in ops
+    ]
+    ranged = sorted(on_thread + runtime, key=lambda e: (e.start_ns(), -e.duration_ns()))
     truncated = max(0, len(ranged) - MAX_SPANS)
+    names: dict[str, int] = {}
+    cpu: list[list[int]] = []
+    by_correlation: dict[int, int] = {}
     for e in ranged[:MAX_SPANS]:
-        by_correlation.setdefault(e.correlation_id(), len(cpu))
+        if _activity(e) not in RUNTIME_CALLS:
+            by_correlation.setdefault(e.correlation_id(), len(cpu))
         cpu.append([names.setdefault(e.name(), len(names)), e.start_ns() - begin, e.duration_ns()])
-        kept.append(e)
     device: list[list[int]] = []
     launchers: set[int] = set()
     for e in events:
-        if e.device_type() == cpu_type:
+        if e.device_type() == cpu_type or _activity(e) not in DEVICE_WORK:
             continue
         launcher = by_correlation.get(e.linked_correlation_id())
         if launcher is None:
@@ -463,11 +512,18 @@ def spans_of(events: list[Any]) -> dict[str, Any]:
                 launcher,
             ]
         )
-    extra = [[i, facts] for i in sorted(launchers) if (facts := _launch_facts(kept[i]))]
+    extra = [[i, facts] for i in sorted(launchers) if (facts := _launch_facts(ranged[i]))]
     out: dict[str, Any] = {"names": list(names), "cpu": cpu, "device": device, "extra": extra}
     if truncated:
         out["truncated"] = truncated
     return out
+
+
+def _activity(e: Any) -> str:
+    try:
+        return str(e.activity_type())
+    except (AttributeError, RuntimeError):
+        return ""
 
 
 def _launch_facts(e: Any) -> dict[str, Any]:

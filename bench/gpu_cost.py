@@ -1,0 +1,291 @@
+"""Run on a machine with an NVIDIA GPU: `tcx cost`'s per-kernel times and bandwidth against torch.profiler.
+
+    python bench/gpu_cost.py OUT_DIR [pointwise softmax matmul tiny_llama]
+
+For each workload (fixtures/programs/cost/gpu/) it runs `tcx cost PROGRAM --format json` with
+TCX_COST_PROFILER_EXPORT set, so the recorder also writes torch.profiler's OWN output for every call
+it profiled (its Chrome trace and its key_averages table) — the same run, the same calls. Then:
+
+- every device kernel of those calls, by name: tcx's time per call (`own_ms_per_call` of the row that
+  launched it) against the profiler's (its trace's `kernel` events of that name, summed per call and
+  averaged over the same calls, read here with json alone); within 10% passes;
+- the bytes and FLOPs tcx counts against the figures counted by hand from the shapes: the pointwise
+  kernel reads two and writes one 2**28 float32 tensor (3 * 2**28 * 4 bytes), the softmax reads and
+  writes one 8192x8192 float32 matrix (2 * 8192**2 * 4), the matmul does 2 * 8192**3 FLOPs; and the
+  bandwidth / FLOP rate those give with the profiler's kernel time, against tcx's;
+- the tiny Llama is ranked end to end: its `tcx cost` text (the README's GPU example), its Chrome trace.
+
+Needs torch with CUDA, triton, transformers (for the Llama), and tcx importable (`pip install -e .`);
+no network. Writes at most 5 files into OUT_DIR (the device tool brings back 8): gpu_cost.json,
+gpu_cost.txt, cost_tiny_llama.txt, trace_tiny_llama.json, runs.tar.gz (each run's recording and the
+profiler's exports, when they fit in 16 MiB).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = ROOT / "fixtures" / "programs" / "cost" / "gpu"
+WORKLOADS = ("pointwise", "softmax", "matmul", "tiny_llama")
+FILES = {"tiny_llama": "llama.py"}  # (not tiny_llama.py: it imports fixtures/programs/models/tiny_llama.py)
+TOLERANCE = 0.10
+MAX_TAR = 16 * 1024 * 1024
+# What each kernel moves or computes per call, counted by hand from the program's shapes.
+HAND_COUNTED: dict[str, dict[str, Any]] = {
+    "pointwise": {"kernel": "triton_poi_fused_add_mul_relu", "bytes": 3 * 2**28 * 4},
+    "softmax": {"kernel": "_softmax", "bytes": 2 * 8192 * 8192 * 4},
+    "matmul": {"kernel": None, "flops": 2 * 8192**3},
+}
+
+
+def tcx_cost(name: str, work: Path, timeout: float) -> dict[str, Any]:
+    """`tcx cost` of one workload, with the profiler's own output of every profiled call."""
+    folder = work / name
+    folder.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "TCX_COST_PROFILER_EXPORT": str(folder / "profiler"), "NO_COLOR": "1"}
+    argv = [sys.executable, "-m", "tcx", "cost", str(PROGRAMS / FILES.get(name, f"{name}.py")), "--no-save"]
+    argv += ["--save", str(folder / "run.tcx"), "--timeout", str(timeout)]
+    started = time.monotonic()
+    proc = subprocess.run(
+        [*argv, "--format", "json", "--trace", str(folder / "trace.json")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout * 3 + 120,
+    )
+    seconds = round(time.monotonic() - started, 1)
+    out: dict[str, Any] = {"name": name, "exit_code": proc.returncode, "seconds": seconds}
+    try:
+        out["doc"] = json.loads(proc.stdout)
+    except ValueError:
+        out["error"] = (proc.stderr or proc.stdout)[-3000:]
+        return out
+    text = subprocess.run(  # the same recording as people read it (no new run)
+        [sys.executable, "-m", "tcx", "cost", str(folder / "run.tcx"), "--width", "110"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    out["text"] = text.stdout + (f"\n[stderr]\n{text.stderr}" if text.returncode else "")
+    return out
+
+
+def profiler_kernels(folder: Path, calls: list[int]) -> tuple[dict[str, float], dict[str, float], str]:
+    """Per kernel name: the profiler's device time per call (ms) and launches per call, averaged over
+    `calls`; and the profiler's own table of the first of them."""
+    per_name: dict[str, float] = {}
+    launches: dict[str, float] = {}
+    used = 0
+    for index in calls:
+        path = folder / f"call{index}.json"
+        if not path.exists():
+            continue
+        used += 1
+        trace = json.loads(path.read_text())
+        events = trace["traceEvents"] if isinstance(trace, dict) else trace
+        for e in events:
+            if e.get("cat") == "kernel" and e.get("ph") == "X":
+                per_name[e["name"]] = per_name.get(e["name"], 0.0) + float(e["dur"]) / 1000
+                launches[e["name"]] = launches.get(e["name"], 0.0) + 1
+    table_path = folder / f"call{calls[0]}.txt" if calls else None
+    table = table_path.read_text() if table_path and table_path.exists() else "(no table)"
+    if not used:
+        return {}, {}, table
+    return {k: v / used for k, v in per_name.items()}, {k: v / used for k, v in launches.items()}, table
+
+
+def compare(run: dict[str, Any], work: Path) -> dict[str, Any]:
+    """tcx's kernel rows against the profiler's kernels of the same calls, and the hand counts."""
+    doc = run["doc"]
+    function = (doc.get("functions") or [{}])[0]
+    calls = function.get("profiled_calls") or []
+    profiler_ms, profiler_launches, table = profiler_kernels(work / run["name"] / "profiler", calls)
+    rows = [r for r in doc.get("breakdown", []) if r.get("own_ms_per_call") is not None]
+    kernels = []
+    for row in rows:
+        names = row.get("detail") or ([row["name"]] if row["name"] in profiler_ms else [])
+        names = [n for n in names if n in profiler_ms]
+        if not names:
+            continue
+        theirs = sum(profiler_ms[n] for n in names)
+        ours = row["own_ms_per_call"]
+        gpu = row.get("gpu") or {}
+        kernels.append(
+            {
+                "part": row["part"],
+                "name": row["name"],
+                "device_kernels": names,
+                "tcx_ms": ours,
+                "profiler_ms": theirs,
+                "ratio": ours / theirs if theirs else None,
+                "agree": bool(theirs) and abs(ours / theirs - 1) <= TOLERANCE,
+                "tcx_launches": row.get("launches_per_call"),
+                "profiler_launches": sum(profiler_launches[n] for n in names),
+                "tcx_bytes": gpu.get("bytes"),
+                "tcx_flops": gpu.get("flops"),
+                "tcx_bandwidth_tb_s": (gpu.get("bandwidth_bytes_s") or 0) / 1e12 or None,
+                "tcx_tflop_s": (gpu.get("flops_s") or 0) / 1e12 or None,
+                "share_of_peak": gpu.get("share_of_peak"),
+                "bound": gpu.get("bound"),
+                "peak_source": gpu.get("peak_source"),
+            }
+        )
+    out: dict[str, Any] = {
+        "name": run["name"],
+        "profiled_calls": calls,
+        "call_ms": doc.get("call_ms"),
+        "eager_call_ms": doc.get("eager_call_ms"),
+        "speedup": doc.get("speedup"),
+        "gpu": doc.get("gpu"),
+        "kernels": kernels,
+        "profiler_kernels_not_in_tcx": sorted(
+            set(profiler_ms) - {n for k in kernels for n in k["device_kernels"]}
+        ),
+        "profiler_table": table,
+        "top_findings": [
+            {k: f.get(k) for k in ("kind", "title", "site", "ms_per_call", "share", "remedy")}
+            for f in doc.get("findings", [])[:8]
+        ],
+    }
+    hand = HAND_COUNTED.get(run["name"])
+    if hand:
+        out["hand_counted"] = hand_check(hand, kernels)
+    return out
+
+
+def hand_check(hand: dict[str, Any], kernels: list[dict[str, Any]]) -> dict[str, Any]:
+    """The kernel the hand count is about (its name, or the largest), its counted bytes/FLOPs against
+    tcx's, and the rate they give with the profiler's time against tcx's rate."""
+    pattern = hand.get("kernel")
+    chosen = [k for k in kernels if pattern and pattern in k["name"]] or sorted(
+        kernels, key=lambda k: -k["tcx_ms"]
+    )
+    if not chosen:
+        return {"error": "no kernel of tcx's breakdown matched the profiler's"}
+    k = chosen[0]
+    out: dict[str, Any] = {"kernel": k["name"], "profiler_ms": k["profiler_ms"]}
+    seconds = k["profiler_ms"] / 1000
+    if "bytes" in hand:
+        out["bytes_by_hand"] = hand["bytes"]
+        out["tcx_bytes"] = k["tcx_bytes"]
+        out["bytes_agree"] = k["tcx_bytes"] is not None and abs(k["tcx_bytes"] / hand["bytes"] - 1) <= 0.01
+        out["bandwidth_by_hand_tb_s"] = hand["bytes"] / seconds / 1e12 if seconds else None
+        out["tcx_bandwidth_tb_s"] = k["tcx_bandwidth_tb_s"]
+    if "flops" in hand:
+        out["flops_by_hand"] = hand["flops"]
+        out["tcx_flops"] = k["tcx_flops"]
+        out["flops_agree"] = k["tcx_flops"] is not None and abs(k["tcx_flops"] / hand["flops"] - 1) <= 0.01
+        out["tflop_s_by_hand"] = hand["flops"] / seconds / 1e12 if seconds else None
+        out["tcx_tflop_s"] = k["tcx_tflop_s"]
+    out["share_of_peak"] = k["share_of_peak"]
+    out["peak_source"] = k["peak_source"]
+    return out
+
+
+def summary_text(results: dict[str, Any]) -> str:
+    lines = [
+        f"tcx cost vs torch.profiler on {results['device']} "
+        f"(torch {results['torch']}, triton {results['triton']})",
+        "",
+    ]
+    for w in results["workloads"]:
+        lines.append(f"== {w['name']}  (exit {w.get('exit_code')}, {w.get('seconds')} s)")
+        if w.get("error"):
+            lines += ["   " + ln for ln in str(w["error"]).splitlines()[-20:]]
+            continue
+        c = w["comparison"]
+        lines.append(
+            f"   call {c['call_ms']} ms, eager {c['eager_call_ms']} ms, speedup {c['speedup']}; "
+            f"profiled calls {c['profiled_calls']}"
+        )
+        for k in c["kernels"]:
+            mark = "ok  " if k["agree"] else "DIFF"
+            lines.append(
+                f"   {mark} {k['part']:<7} {k['name'][:60]:<60} tcx {k['tcx_ms']:.4f} ms  profiler "
+                f"{k['profiler_ms']:.4f} ms  launches {k['tcx_launches']}/{k['profiler_launches']}"
+            )
+        if c["profiler_kernels_not_in_tcx"]:
+            lines.append(f"   profiler kernels tcx did not attribute: {c['profiler_kernels_not_in_tcx']}")
+        if c.get("hand_counted"):
+            lines.append(f"   hand-counted: {json.dumps(c['hand_counted'])}")
+        lines.append("   torch.profiler's own table (first profiled call):")
+        lines += ["   " + ln for ln in c["profiler_table"].splitlines()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    out_dir = Path(argv[0])
+    names = argv[1:] or list(WORKLOADS)
+    unknown = [n for n in names if n not in WORKLOADS]
+    if unknown:
+        print(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}", file=sys.stderr)
+        return 2
+    out_dir.mkdir(parents=True, exist_ok=True)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("no CUDA device: this script measures kernels on a GPU", file=sys.stderr)
+        return 2
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    results: dict[str, Any] = {
+        "schema": "tcx.gpu_cost/1",
+        "device": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "tolerance": TOLERANCE,
+        "workloads": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="tcx-gpu-cost-") as tmp:
+        work = Path(tmp)
+        for name in names:
+            print(f"tcx cost {name} ...", file=sys.stderr, flush=True)
+            run = tcx_cost(name, work, timeout=420.0)
+            entry = {k: v for k, v in run.items() if k not in ("doc", "text")}
+            if "doc" in run:
+                entry["comparison"] = compare(run, work)
+            results["workloads"].append(entry)
+            if name == "tiny_llama" and "text" in run:
+                (out_dir / "cost_tiny_llama.txt").write_text(run["text"], encoding="utf-8")
+                trace = work / name / "trace.json"
+                if trace.exists():
+                    (out_dir / "trace_tiny_llama.json").write_text(trace.read_text(), encoding="utf-8")
+        write_tar(work, out_dir / "runs.tar.gz")
+    (out_dir / "gpu_cost.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    (out_dir / "gpu_cost.txt").write_text(summary_text(results) + "\n", encoding="utf-8")
+    print(summary_text(results))
+    return 0
+
+
+def write_tar(work: Path, dest: Path) -> None:
+    """Every run's recording and the profiler's exports, if the archive stays under 16 MiB."""
+    with tarfile.open(dest, "w:gz") as tar:
+        for path in sorted(work.rglob("*")):
+            if path.is_file() and (path.suffix in (".tcx", ".txt") or path.name.startswith("call")):
+                tar.add(path, arcname=str(path.relative_to(work)))
+    if dest.stat().st_size > MAX_TAR:
+        dest.unlink()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
