@@ -92,13 +92,17 @@ def cost_run(params: dict[str, Any], eager: bool = True) -> Any:
     options = (
         f"profile={DEFAULT_PROFILE_CALLS if profile is None else profile},warmup={params.get('warmup') or 0}"
     )
+    gpu = str(params.get("device") or "").startswith("cuda")
     with tempfile.TemporaryDirectory(prefix="tcx-cost-") as folder:
         argument = options
         if eager:
+            timings = eager_run(params, options)
+            gpu = gpu or bool(timings["run"].get("cuda"))
             path = Path(folder, "eager.json")
-            path.write_text(json.dumps(eager_run(params, options)), encoding="utf-8")
+            path.write_text(json.dumps(timings), encoding="utf-8")
             argument += f",eager_calls={path}"
-        return common.load(params, VIEW.fresh_compile, capture=(f"cost={argument}", *VIEW.captures))
+        captures = (f"cost={argument}", *VIEW.captures, *(("cudagraphs",) if gpu else ()))
+        return common.load(params, VIEW.fresh_compile, capture=captures)
 
 
 def eager_run(params: dict[str, Any], options: str) -> dict[str, Any]:
@@ -127,7 +131,8 @@ def eager_run(params: dict[str, Any], options: str) -> dict[str, Any]:
     keys = ("index", "function", "file", "line", "wall_ns", "warmup", "raised")
     calls = [{k: e[k] for k in keys if k in e} for e in recording.events if e.get("kind") == "cost_call"]
     message = str(end.get("message") or "")[:500]
-    return {"run": {"status": status, "message": message, "calls": len(calls)}, "calls": calls}
+    cuda = bool((recording.first("cost_run_end") or {}).get("cuda"))
+    return {"run": {"status": status, "message": message, "calls": len(calls), "cuda": cuda}, "calls": calls}
 
 
 def write_trace(view: Any, path: str) -> None:

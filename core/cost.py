@@ -6,23 +6,24 @@ read in ONE place (`read_measurements`); everything else joins them to what the 
 the break that ended each compiled region and its fix (core/explain.py, core/remedies.py), the
 recompiles and their fixes (core/recompiles.py, core/recompile_remedies.py), the kernels' provenance
 (core/codegen_view.py), CUDA-graph decisions (core/cudagraphs_view.py) and compile times
-(compilation_metrics). The attribution of one call's time is core/cost_profile.py.
+(compilation_metrics). The attribution of one call's time is core/cost_profile.py, the findings
+core/cost_findings.py, a GPU's peaks core/cost_gpu.py.
 """
 
 from __future__ import annotations
 
-import functools
 import os
 import statistics
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tcx.core.analysis import RunModel, resume_target
 from tcx.core.cost_gpu import Peaks, peaks_for, roofline
 from tcx.core.cost_profile import PARTS, CallProfile, Context, Key, Piece, attribute, bounded
 from tcx.core.envelope import envelope
 from tcx.core.selection import Selection, whole_run
+
+if TYPE_CHECKING:
+    from tcx.core.model import RunModel
 
 SCHEMA = "tcx.cost/1"
 FINDING_SHARE = 0.05  # guards, kernels and extern calls under this share of the call are not findings
@@ -55,7 +56,12 @@ class CallTime:
     warmup: bool
     profiled: bool
     raised: bool
-    compiled: tuple[str, ...] = ()
+    compiled: tuple[str, ...] = ()  # what compiled during the call (e.g. "dynamo 0/1")
+    wraps: str | None = None  # the callable the program compiled, when Dynamo evaluates a frame around it
+
+    @property
+    def compile_ids(self) -> list[str]:
+        return [c.rsplit(" ", 1)[-1] for c in self.compiled]
 
     @property
     def measured(self) -> bool:
@@ -78,11 +84,11 @@ class Measurements:
 
 def read_measurements(model: RunModel) -> Measurements:
     m = Measurements(None, [], [], None, [], [], None, [])
-    for e in model.recorder_events:
+    for e in _cost_events(model):
         kind = e.get("kind")
         if kind == "cost_config":
             if e.get("profiler_error"):
-                m.errors.append(f"the profiler could not start: {e['profiler_error']}")
+                m.errors.append(str(e["profiler_error"]))
             elif m.config is None:
                 m.config = dict(e)
         elif kind in ("cost_call", "cost_eager_call"):
@@ -120,11 +126,35 @@ def _call_time(e: dict[str, Any]) -> CallTime | None:
         profiled=bool(e.get("profiled")),
         raised=bool(e.get("raised")),
         compiled=tuple(str(c) for c in e.get("compiled") or ()),
+        wraps=e["wraps"] if isinstance(e.get("wraps"), str) else None,
     )
 
 
+COST_EVENTS = (
+    "cost_config",
+    "cost_call",
+    "cost_eager_call",
+    "cost_eager_run",
+    "cost_calls_more",
+    "cost_profile",
+    "cost_device",
+)
+
+
+def _cost_events(model: RunModel) -> list[dict[str, Any]]:
+    """The cost capture's events: from the model's captures by kind (or, on a model that keeps the
+    recorder's events in one list, from that list)."""
+    captures = getattr(model, "captures", None)
+    if captures is not None:
+        return [e for kind in COST_EVENTS for e in captures.of(kind)]
+    return [e for e in getattr(model, "recorder_events", []) if e.get("kind") in COST_EVENTS]
+
+
 def has_cost(model: RunModel) -> bool:
-    return any(e.get("kind") == "cost_config" for e in model.recorder_events)
+    captures = getattr(model, "captures", None)
+    if captures is not None:
+        return captures.first("cost_config") is not None
+    return any(e.get("kind") == "cost_config" for e in getattr(model, "recorder_events", []))
 
 
 # ------------------------------------------------------------------ the facts
@@ -193,6 +223,7 @@ class Finding:
     detail: str = ""
     compile_ids: list[str] = field(default_factory=list)
     key: tuple[Any, ...] | None = None  # a graph break's (type, file, line), as explain keys its sites
+    recurring: bool = True  # False: a one-time cost of this run (recompiles within the first call)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -205,6 +236,7 @@ class Finding:
             "remedy": self.remedy,
             "detail": self.detail,
             "compile_ids": self.compile_ids,
+            "recurring": self.recurring,
         }
 
 
@@ -224,6 +256,13 @@ class FunctionCost:
     eager: Spread | None = None
     compiled_compared: Spread | None = None
     compared_calls: list[int] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        """The function as the program names it: `Model.forward (via wrapped_func)` when Dynamo
+        evaluates a decorator's frame around the callable the program compiled."""
+        wraps = next((c.wraps for c in self.calls if c.wraps), None)
+        return f"{wraps} (via {self.function})" if wraps else self.function
 
     @property
     def measured(self) -> list[CallTime]:
@@ -256,6 +295,7 @@ class FunctionCost:
     def to_json(self) -> dict[str, Any]:
         return {
             "function": self.function,
+            "wraps": next((c.wraps for c in self.calls if c.wraps), None),
             "file": self.file,
             "line": self.line,
             "calls": self.call_count,
@@ -342,6 +382,7 @@ def build_cost(model: RunModel, selection: Selection | None = None) -> Cost:
         for name, calls in _by_function(m.calls, selection).items()
     ]
     functions.sort(key=lambda f: -f.weight_ms)
+    _eager_lines(model, ex.failed_frames, functions)
     cost = Cost(
         model=model,
         selection=selection,
@@ -354,9 +395,30 @@ def build_cost(model: RunModel, selection: Selection | None = None) -> Cost:
         config=m.config,
         eager_run=m.eager_run,
     )
-    cost.findings = _findings(cost, ex, peaks)
+    from tcx.core.cost_findings import findings
+
+    cost.findings = findings(cost, ex, peaks)
     cost.notes = _notes(cost, m)
     return cost
+
+
+def _eager_lines(model: RunModel, failed_frames: list[Any], functions: list[FunctionCost]) -> None:
+    """Each eager row's user line: the break that ended its region, or the frame that ran eagerly."""
+    breaks = {b.compile_id: b for b in model.graph_breaks if b.compile_id and not b.frame_skipped}
+    for f in functions:
+        failed = next((x for x in failed_frames if x.function == f.function), None)
+        for row in f.breakdown:
+            b = breaks.get(row.compile_id or "") if row.part == "eager" else None
+            if b is not None:
+                last = b.user_stack[-1] if b.user_stack else None
+                row.user_line = {
+                    "file": b.file,
+                    "line": b.line,
+                    "function": last.name if last else None,
+                    "code": last.code if last else None,
+                }
+            elif row.part == "eager" and failed is not None:
+                row.user_line = {"file": failed.file, "line": failed.line, "function": failed.function}
 
 
 def _by_function(calls: list[CallTime], selection: Selection) -> dict[str, list[CallTime]]:
@@ -497,231 +559,6 @@ def _breakdown(
     order = {p: i for i, p in enumerate(PARTS)}
     rows.sort(key=lambda r: (-r.ms_per_call, order.get(r.part, 9)))
     return rows
-
-
-# ------------------------------------------------------------------ findings
-
-
-def _findings(cost: Cost, ex: Any, peaks: Peaks | None) -> list[Finding]:
-    out: list[Finding] = []
-    sites = {(s.gb_type, s.file, s.line): s for s in ex.sites}
-    breaks = {b.compile_id: b for b in cost.model.graph_breaks if b.compile_id and not b.frame_skipped}
-    recompiles = _recompile_report(cost)
-    for f in cost.functions:
-        share = functools.partial(_share, f.profiled_ms)
-        by_site: dict[tuple, list[Row]] = {}
-        for row in f.breakdown:
-            if row.part != "eager":
-                continue
-            b = breaks.get(row.compile_id or "")
-            key = b.key if b else ("frame", f.function)
-            by_site.setdefault(key, []).append(row)
-        for key, rows in by_site.items():
-            ms = sum(r.ms_per_call for r in rows)
-            site = sites.get(key)
-            if site is not None:
-                out.append(
-                    Finding(
-                        "graph_break",
-                        f"graph break: {site.gb_type}",
-                        f.function,
-                        site.file,
-                        site.line,
-                        ms,
-                        share(ms),
-                        site.suggestion or _torch_hint(site.hints),
-                        "ran eagerly after the break, until the resume function: " + _ops(rows),
-                        [r.compile_id for r in rows if r.compile_id],
-                        key,
-                    )
-                )
-            else:
-                out.append(_skipped_frame(f, ms, share(ms), ex, recompiles, rows))
-        out += _recompile_findings(cost, f, recompiles)
-        guards = sum(r.ms_per_call for r in f.breakdown if r.part == "guards")
-        if (share(guards) or 0.0) >= FINDING_SHARE:
-            out.append(
-                Finding(
-                    "guards",
-                    "guard evaluation (Dynamo's cache lookup) on every call",
-                    f.function,
-                    f.file,
-                    f.line,
-                    guards,
-                    share(guards),
-                    "Fewer cache entries to check (fewer recompiles: see the recompile findings), fewer "
-                    "frames (fewer graph breaks); torch.compiler.set_stance(skip_guard_eval_unsafe=True) "
-                    "skips guards once every input has been seen (unsafe if an input changes).",
-                )
-            )
-        out += _kernel_findings(f, share, peaks)
-        out += _cudagraph_findings(cost, f, share)
-    out.sort(key=lambda x: -x.ms_per_call)
-    return out
-
-
-def _share(base: float | None, ms: float) -> float | None:
-    """`ms` as a share of a call of `base` ms (the profiled calls' mean), or None when unknown."""
-    return ms / base if base else None
-
-
-def _torch_hint(hints: list[str]) -> str | None:
-    """torch's own hint, where tcx has no remedy of its own for the break type."""
-    return f"torch: {hints[0]}" if hints else None
-
-
-def _ops(rows: list[Row]) -> str:
-    ops = [d for r in rows for d in r.detail]
-    return ", ".join(ops[:5]) or "Python only"
-
-
-def _skipped_frame(
-    f: FunctionCost, ms: float, share: float | None, ex: Any, recompiles: Any, rows: list[Row]
-) -> Finding:
-    failed = next((x for x in ex.failed_frames if x.function == f.function), None)
-    remedy = None
-    if recompiles is not None:
-        remedy = next((c.remedy for c in recompiles.calls if c.outcome == "eager" and c.remedy), None)
-    if remedy is None and failed is not None:
-        remedy = next((s.suggestion for s in ex.sites if s.frame_skipped and s.suggestion), None)
-    return Finding(
-        "skipped_frame",
-        rows[0].name,
-        f.function,
-        failed.file if failed else f.file,
-        failed.line if failed else f.line,
-        ms,
-        share,
-        remedy,
-        "the whole call ran eagerly: " + _ops(rows),
-        [failed.compile_id] if failed else [],
-    )
-
-
-def _recompile_report(cost: Cost) -> Any:
-    from tcx.core.recompiles import analyze
-
-    try:
-        return analyze(cost.model, cost.selection)
-    except Exception:  # the remedies are a bonus; the recompile counts come from the model
-        return None
-
-
-def _recompile_findings(cost: Cost, f: FunctionCost, report: Any) -> list[Finding]:
-    """Each frame that recompiled: the compile time of its recompiles, spread over the function's calls."""
-    frames: dict[str, list[str]] = {}
-    for cid in cost.recompile_ids:
-        comp = cost.model.compiles.get(cid)
-        resumed = resume_target(comp) if comp is not None else None
-        if comp is not None and f.function in (comp.co_name, resumed[0] if resumed else None):
-            frames.setdefault(comp.display_name, []).append(cid)
-    out = []
-    calls = max(f.call_count, 1)
-    for name, cids in frames.items():
-        seconds = sum(cost.compile_s.get(c) or 0.0 for c in cids)
-        calls_of = [
-            c for c in (report.calls if report else []) if c.outcome == "recompile" and c.compile_id in cids
-        ]
-        remedy = next((c.remedy for c in calls_of if c.remedy), None)
-        guard = next((g for c in calls_of for g in c.failed_guards if g.file), None)
-        comp = cost.model.compiles[cids[0]]
-        out.append(
-            Finding(
-                "recompile",
-                f"{name} recompiled {len(cids)}× in {f.call_count} calls "
-                f"(every {f.call_count / len(cids):.1f} calls)",
-                f.function,
-                guard.file if guard else comp.co_filename,
-                guard.line if guard else comp.co_firstlineno,
-                seconds * 1000 / calls,
-                None,
-                remedy,
-                f"{seconds:.3f} s of compile time in recompiles ({', '.join(cids)}), spread over "
-                f"{f.call_count} calls; each recompile's call is warm-up, left out of the call time",
-                cids,
-            )
-        )
-    return out
-
-
-def _kernel_findings(f: FunctionCost, share: Any, peaks: Peaks | None) -> list[Finding]:
-    out = []
-    for row in f.breakdown:
-        if row.part not in ("kernel", "extern"):
-            continue
-        s = share(row.ms_per_call)
-        gpu = row.gpu or {}
-        if gpu.get("far_below_roof") and s is not None and s >= FINDING_SHARE:
-            peak = gpu.get("share_of_peak") or 0.0
-            detail = f"{gpu.get('bound')}-bound, {peak:.0%} of the device's peak ({gpu.get('peak_source')})"
-            remedy = (
-                f"far below its roof: `tcx codegen TARGET --kernel {row.name}` shows its code and fused ops"
-                if row.part == "kernel"
-                else "an extern call far below its roof: check its shapes and dtype (bf16 uses tensor cores)"
-            )
-        elif s is not None and s >= KERNEL_SHARE and peaks is None:
-            detail = f"{row.launches_per_call:g} launch(es) per call"
-            remedy = (
-                f"the kernel's own work: `tcx codegen TARGET --kernel {row.name}` shows its code, fused ops "
-                "and your lines"
-                if row.part == "kernel"
-                else "an extern call (vendor library): its time is the op's own"
-            )
-        else:
-            continue
-        line = row.user_line or {}
-        out.append(
-            Finding(
-                row.part,
-                f"{row.part} {row.name}",
-                f.function,
-                line.get("file"),
-                line.get("line"),
-                row.ms_per_call,
-                s,
-                remedy,
-                detail,
-                [row.compile_id] if row.compile_id else [],
-            )
-        )
-    return out
-
-
-def _cudagraph_findings(cost: Cost, f: FunctionCost, share: Any) -> list[Finding]:
-    """Each graph CUDA graphs skipped: what its kernel launches cost per call (what a replay would save)."""
-    if not f.profiled or not any(p.on_device for p in f.profiled):
-        return []
-    from tcx.core.cudagraphs_view import build_cudagraphs
-
-    try:
-        view = build_cudagraphs(cost.model, cost.selection)
-    except Exception:
-        return []
-    launch: Counter = Counter()
-    for p in f.profiled:
-        launch.update(p.launch_ns)
-    out = []
-    for g in view.graphs:
-        if g.status not in ("skipped", "partly") or g.compile_id not in launch:
-            continue
-        ms = launch[g.compile_id] / len(f.profiled) / 1e6
-        reason = g.reasons[0] if g.reasons else None
-        where = getattr(reason, "user_line", None) or {}
-        out.append(
-            Finding(
-                "cudagraph_skip",
-                f"CUDA graphs skipped graph {g.compile_id}",
-                f.function,
-                where.get("file") if isinstance(where, dict) else None,
-                where.get("line") if isinstance(where, dict) else None,
-                ms,
-                share(ms),
-                f"torch: {reason.text}" if reason else "see `tcx cudagraphs`",
-                "CPU time in kernel launches of this graph per call (a CUDA-graph replay launches once)",
-                [g.compile_id],
-            )
-        )
-    return out
 
 
 # ------------------------------------------------------------------ notes, GPU, JSON

@@ -427,6 +427,7 @@ RECORDER_EVENTS: dict[str, Obj] = {
         truncated=INT,
     ),
     "cost_device": Obj(name=OSTR, capability=OSTR, float32_matmul_precision=OSTR),
+    "cost_run_end": Obj(calls=INT, cuda=BOOL),
 }
 
 HEADER = Obj(target=OSTR, torch_version=OSTR, tcx_version=OSTR)

@@ -358,7 +358,9 @@ VIEWS: tuple[View, ...] = (
         render="tcx.renderers.cost_terminal:render_cost",
         # Its "cost" capture (calls timed and profiled, a second force_eager run) is asked for by its
         # command only: `tcx report` does not time calls; it shows a cost measurement a recording has.
-        captures=("recompiles", "codegen", "cudagraphs"),
+        # Kernel provenance; the command adds CUDA-graph decisions when the program uses a GPU (the
+        # capture imports Inductor's compile_fx), and recompiles' fixes come from the trace.
+        captures=("codegen",),
         command="tcx.cli.cmd_cost:command",
     ),
     View(

@@ -27,11 +27,7 @@ def cost_section_html(cost: Cost) -> str:
     if f is None or not f.breakdown:
         why = cost.unavailable or "no call was profiled"
         return f'<section id="cost"><h2>Cost per call</h2><p>{_e(why)}</p></section>'
-    head = (
-        f"{f.function}: {f.call.median_ms:.3f} ms per call (median of {f.call.count})"
-        if f.call
-        else f.function
-    )
+    head = f"{f.label}: {f.call.median_ms:.3f} ms per call (median of {f.call.count})" if f.call else f.label
     if f.speedup is not None and f.eager is not None:
         head += f", eager {f.eager.median_ms:.3f} ms, speedup {f.speedup:.2f}×"
     findings = "".join(
@@ -56,7 +52,7 @@ def chart_svg(f: FunctionCost) -> str:
     height = 40 + 22 + len(rows) * (BAR_H + 6) + 10
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" role="img" '
-        f'aria-label="where a call of {_e(f.function)} spends its time" style="font:12px sans-serif">'
+        f'aria-label="where a call of {_e(f.label)} spends its time" style="font:12px sans-serif">'
     ]
     x = 0.0
     for part in PARTS:

@@ -8,7 +8,6 @@ from rich.text import Text
 
 from tcx.core.cost import Cost, FunctionCost, Row, totals_by_part
 from tcx.core.cost_profile import PARTS
-from tcx.core.explain import program_status
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 
@@ -35,11 +34,11 @@ _EIGHTHS = " ▏▎▍▌▋▊▉"
 
 def render_cost(cost: Cost, console: Console, *, show_all: bool = False) -> None:
     view_header("cost", cost.model, console, function=cost.selection.function)
-    status = program_status(cost.model)
-    if status["status"] not in ("ok", "not recorded"):
+    status = cost.model.status.program
+    if status.failed:
         console.print(
             Text(
-                f"the program ended: {clean(status['status'])} {clean(status.get('message') or '')}; "
+                f"the program ended: {clean(status.status)} {clean(status.message or '')}; "
                 "the calls measured until then are shown",
                 style="warn",
             )
@@ -63,7 +62,7 @@ def render_cost(cost: Cost, console: Console, *, show_all: bool = False) -> None
 
 
 def render_function(cost: Cost, f: FunctionCost, console: Console, *, show_all: bool = False) -> None:
-    title = Text(clean(f.function), style="title")
+    title = Text(clean(f.label), style="title")
     title.append(f"  ({location(f.file, f.line)})", style="loc")
     console.print(title)
     measured = len(f.measured) + f.unlisted_calls
@@ -149,7 +148,8 @@ def _row(row: Row) -> Text:
     text = Text("  ")
     text.append(f"{row.part:<9}", style=PART_STYLE.get(row.part, ""))
     text.append(f"{clean(row.compile_id or '-'):<9}{row.ms_per_call:>9.3f}{row.share:>8.1%}")
-    text.append(f"{row.launches_per_call:>8g}  ")
+    counted = row.part in ("kernel", "extern", "graph_op", "guards")  # launches, calls, lookups
+    text.append(f"{row.launches_per_call:>8g}  " if counted else f"{'':>8}  ")
     text.append(clean(row.name))
     return text
 

@@ -89,7 +89,7 @@ def test_the_top_finding_is_the_skipped_function_break_with_most_of_the_call(ski
     assert (Path(top["site"]["file"]).name, top["site"]["line"]) == ("skipped_function.py", line)
     assert top["share"] > 0.5  # most of the call ran eagerly in the skipped function
     eager = [r for r in doc["breakdown"] if r["part"] == "eager"]
-    assert eager and eager[0]["compile_id"] in top["compile_ids"]
+    assert eager and eager[0]["compile_id"] in top["compile_ids"] and eager[0]["user_line"]["line"] == line
     # the break's region is the compile torch logged the break in
     records = torch_trace_records(skipped["folder"] / "torch_trace")
     breaks = [md for name, md, _ in records if name == "artifact"]
@@ -256,3 +256,31 @@ def test_a_log_without_a_measurement_says_so_and_check_refuses_it() -> None:
     assert "no call timings" in json.loads(shown.stdout)["unavailable"]
     checked = run_tcx("check", str(log), "--max-call-ms", "10")
     assert checked.returncode == 4 and "cannot be judged" in checked.stderr
+
+
+# --- the GPU attribution rule, on a profile written by hand (no GPU here) -----------------------------
+
+
+def test_on_a_gpu_busy_device_time_goes_to_kernels_and_idle_time_to_what_the_cpu_did() -> None:
+    """A hand-written profile of one call (no GPU on this machine; bench/gpu_cost.py checks real
+    ones): a 600 ns kernel launched inside graph 0/0; the parts still add up to the call, the kernel
+    gets the device's busy time plus its launch range's CPU time outside it, guards their CPU time."""
+    from tcx.core.cost_profile import Context, attribute
+
+    names = ["tcx.call", "TorchDynamo Cache Lookup", "Torch-Compiled Region: 0/0", "tcx.graph 0/0"]
+    names += ["triton_poi_fused_add_0", "cudaLaunchKernel"]
+    event = {
+        "index": 3,
+        "function": "f",
+        "names": names,
+        "cpu": [[0, 0, 1000], [1, 10, 90], [2, 100, 900], [3, 150, 100], [4, 160, 50], [5, 170, 20]],
+        "device": [[4, 300, 600, 7, 4]],
+        "extra": [[4, {"bytes": 3000, "dtype": "float32"}]],
+    }
+    call = attribute(event, Context(lambda cid: None, lambda fn: f"{fn} ran eagerly"))
+    parts = {(k.part, k.name): p for k, p in call.pieces.items()}
+    assert sum(p.ns for p in call.pieces.values()) == call.call_ns == 1000
+    kernel = parts[("kernel", "triton_poi_fused_add_0")]
+    assert (kernel.ns, kernel.own_ns, kernel.launches, kernel.bytes) == (650, 600, 1, 3000)
+    assert parts[("guards", "Dynamo cache lookup (guard evaluation)")].ns == 90
+    assert call.launch_ns == {"0/0": 20} and call.on_device

@@ -396,6 +396,7 @@ def _record(
 
 def _finish() -> None:
     _stop_profiler(discard=True)
+    _write("cost_run_end", calls=STATE.calls, cuda=_cuda_in_use())
     for function, file, line, count, total, low, high in STATE.more.values():
         _write(
             "cost_calls_more",
