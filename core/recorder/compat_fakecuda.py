@@ -1,21 +1,22 @@
 """Compatibility layer: the CUDA preview — the whole compile pipeline for a chosen GPU, without a GPU.
 
-The preview runs the program on fake CUDA tensors, as `--device cuda` would run it on a GPU:
-every tensor the program makes is a FakeTensor on `cuda:0` (shapes, dtypes, strides, no data),
-`torch.cuda` reports one device with the properties of the chosen architecture, and the
-CUDA device guard is a stand-in (compat_fakecuda_shim). Dynamo, AOTAutograd (joint graph,
-decompositions, partitioner) and Inductor therefore trace CUDA tensors and take the GPU's
-decisions: SDPA backends, foreach grouping and combo kernels, padding and layouts, the
-optimizer's `capturable` path, CUDA-graph checks. Inductor generates its wrapper and Triton
-kernels for real (`cuda_preview` events) and stops before anything is compiled for or
-launched on a device; the compiled function the program gets back runs the graph on the
-fake tensors, so the program keeps going (its values are never computed).
+The preview runs the program as `--device cuda` would run it on a GPU: every CUDA tensor is a
+FakeTensor on `cuda:0` (shapes, dtypes, strides) that carries its value as a CPU tensor
+(compat_fakecuda_values: each op runs on the fakes and on the values), `torch.cuda` reports one
+device with the properties of the chosen architecture and a CUDA generator, and the CUDA device
+guard is a stand-in (compat_fakecuda_shim). Dynamo, AOTAutograd (joint graph, decompositions,
+partitioner) and Inductor therefore trace CUDA tensors and take the GPU's decisions: SDPA
+backends, foreach grouping and combo kernels, padding and layouts, the optimizer's `capturable`
+path, CUDA-graph checks. Inductor generates its wrapper and Triton kernels for real
+(`cuda_preview` events) and stops before anything is compiled for or launched on a device; the
+compiled function the program gets back is AOTAutograd's, running each graph Inductor compiled
+op by op on the program's tensors, so lines that need a value (`.item()`, an `if` on a tensor)
+get it and the program goes on.
 
 A decision that needs a real GPU is taken by an assumption, recorded as a
 `cuda_preview_decision` event that names what was decided and what was assumed:
 autotuning (max-autotune), the pad_mm benchmark, the SDPA backend (tcx's model of torch's
-C++ `select_sdp_backend`), and the runtime part of CUDA graphs. A line of the program that
-needs a tensor's value (`.item()`, printing values, numpy) stops the preview there.
+C++ `select_sdp_backend`), and the runtime part of CUDA graphs.
 
     cuda_preview=sm_90[+ptx]   per graph: arch, compile_id, graph, source (the wrapper module),
                                seconds, error; with +ptx each Triton kernel's PTX
@@ -35,8 +36,8 @@ from typing import Any
 
 import torch
 
-from tcx.core.recorder import compat_fakecuda_sdpa, compat_fakecuda_shim
-from tcx.core.recorder.compat import TORCH_VERSION, current_compile_id, unavailable
+from tcx.core.recorder import compat_fakecuda_sdpa, compat_fakecuda_shim, compat_fakecuda_values
+from tcx.core.recorder.compat import TORCH_VERSION, current_compile_id, disable_compile_caches, unavailable
 from tcx.core.recording import RecordingWriter
 from tcx.core.torchtext.arch import arch_name, parse_arch
 from tcx.core.torchtext.output_code import kernel_definitions
@@ -75,6 +76,10 @@ DEVICES: dict[int, dict[str, Any]] = {
         name="RTX 5090", sms=170, smem_block=101376, smem_sm=102400, threads_sm=1536, l2=96 * MiB, mem=32
     ),
 }
+
+
+MEMORY_STATISTICS = ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved")
+MEMORY_RESETS = ("empty_cache", "reset_peak_memory_stats", "reset_max_memory_allocated")
 
 
 class Props(types.SimpleNamespace):
@@ -167,7 +172,6 @@ def enter_fake_device(arch: int, lib: ctypes.CDLL | None) -> list[str]:
     from triton.compiler.compiler import make_backend
 
     props = fake_props(arch)
-    rng = torch.zeros(16, dtype=torch.uint8)
     tc, ci = torch.cuda, di.CudaInterface
     cudnn_version = _cudnn_version()
 
@@ -188,8 +192,10 @@ def enter_fake_device(arch: int, lib: ctypes.CDLL | None) -> list[str]:
         (tc, "synchronize", lambda *a, **k: None),
         (tc, "_exchange_device", lambda d: 0),
         (tc, "_maybe_exchange_device", lambda d: 0),
-        (tc, "get_rng_state", lambda device="cuda": rng.clone()),
-        (tc, "set_rng_state", lambda s, device="cuda": None),
+        # no stream is ever captured; device memory is never allocated (its statistics read 0)
+        (tc, "is_current_stream_capturing", lambda: False),
+        *[(tc, name, lambda device=None: 0) for name in MEMORY_STATISTICS if hasattr(tc, name)],
+        *[(tc, name, lambda device=None: None) for name in MEMORY_RESETS if hasattr(tc, name)],
         (torch.backends.cudnn, "is_available", lambda: True),
         (ci, "is_available", staticmethod(lambda: True)),
         (ci, "device_count", staticmethod(lambda: 1)),
@@ -208,6 +214,8 @@ def enter_fake_device(arch: int, lib: ctypes.CDLL | None) -> list[str]:
         (ut, "triton_backend", functools.cache(lambda: make_backend(GPUTarget("cuda", arch, 32)))),
     ]:
         _patch(obj, name, value)
+    if hasattr(tc, "graphs"):
+        tc.graphs.is_current_stream_capturing = tc.is_current_stream_capturing
     _rebind_everywhere(ut.has_triton, lambda: True)
     if hasattr(iutils, "get_gpu_shared_memory"):
         _rebind_everywhere(iutils.get_gpu_shared_memory, lambda: props.shared_memory_per_block_optin)
@@ -264,26 +272,25 @@ class _CudaOnCpu(torch.utils._python_dispatch.TorchDispatchMode):
 _LIBRARIES: list[Any] = []  # keeps the kernel registrations alive
 
 
-def route_real_cuda_to(mode: Any) -> None:
-    """A CUDA tensor allocated outside any fake mode (Dynamo running the optimizer's `_init_group`,
-    `torch.tensor(data, device="cuda")`) becomes a fake tensor of the program's mode: on a GPU it
-    would be a real allocation; here there is no memory to allocate."""
-    from torch._subclasses.fake_tensor import FakeTensor
+def route_cuda_allocations() -> None:
+    """A CUDA allocation (`torch.empty(..., device="cuda")`, and every factory and `.to("cuda")`
+    built on it) makes a fake CUDA tensor of the program's mode with a CPU twin for its value: on a
+    GPU it would be a real allocation; here there is no device memory."""
     from torch.utils._mode_utils import no_dispatch
 
-    def fake(meta: torch.Tensor, device: Any) -> torch.Tensor:
-        with no_dispatch():
-            return FakeTensor(mode, meta, torch.device(device or "cuda", 0) if device is None else device)
+    def device_of(device: Any) -> torch.device:
+        device = torch.device(device or "cuda")
+        return device if device.index is not None else torch.device(device.type, 0)
 
     def empty(size: Any, *, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
         with no_dispatch():
             meta = torch.empty(size, dtype=dtype, layout=layout, device="meta", memory_format=memory_format)
-        return fake(meta, device)
+        return compat_fakecuda_values.new_cuda_tensor(meta, device_of(device))
 
     def empty_strided(size: Any, stride: Any, *, dtype=None, layout=None, device=None, pin_memory=None):
         with no_dispatch():
             meta = torch.empty_strided(size, stride, dtype=dtype, layout=layout, device="meta")
-        return fake(meta, device)
+        return compat_fakecuda_values.new_cuda_tensor(meta, device_of(device))
 
     lib = torch.library.Library("aten", "IMPL")
     lib.impl("empty.memory_format", empty, "CUDA")
@@ -345,28 +352,45 @@ class Preview:
             module.call = _never_run
             # graph partitions (CUDA graphs per partition) are wrapped through the module's runner
             module.runner = types.SimpleNamespace(
-                recursively_apply_fns=lambda fns: [f(_never_run) for f in fns]
+                partitions=[], recursively_apply_fns=lambda fns: [f(_never_run) for f in fns]
             )
             return module
 
         graph_mod.GraphLowering.compile_to_module = compile_to_module
 
     def install_compile_fx(self) -> None:
-        """The program gets back its graph, run on the fake tensors; Inductor's result is dropped."""
+        """Every graph Inductor compiles for the GPU runs, when the program calls it, op by op on
+        the program's tensors (compat_fakecuda_values.EagerGraph), behind AOTAutograd's runtime."""
         import torch._inductor.compile_fx as cfx
 
         original = cfx.compile_fx
         local = self.local
 
+        def preview_inner(inner: Any) -> Any:
+            def compile_inner(gm: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
+                if getattr(local, "inner", False):
+                    return inner(gm, example_inputs, *args, **kwargs)
+                graph = compat_fakecuda_values.snapshot(gm)
+                local.inner = True
+                try:
+                    compiled = inner(gm, example_inputs, *args, **kwargs)
+                finally:
+                    local.inner = False
+                if hasattr(compiled, "current_callable"):
+                    compiled.current_callable = compat_fakecuda_values.EagerGraph(graph)
+                    if getattr(compiled, "compiled_fn_runner", None) is not None:
+                        compiled.compiled_fn_runner = None
+                return compiled
+
+            return compile_inner
+
         @functools.wraps(original)
         def compile_fx(model: Any, example_inputs: Any, *args: Any, **kwargs: Any) -> Any:
-            depth = getattr(local, "depth", 0)
-            local.depth = depth + 1
-            try:
-                result = original(model, example_inputs, *args, **kwargs)
-            finally:
-                local.depth = depth
-            return result if depth else model
+            if args:
+                args = (preview_inner(args[0]), *args[1:])
+            else:
+                kwargs["inner_compile"] = preview_inner(kwargs.get("inner_compile") or cfx.compile_fx_inner)
+            return original(model, example_inputs, *args, **kwargs)
 
         cfx.compile_fx = compile_fx
 
@@ -454,14 +478,14 @@ class Preview:
 
     def install_config(self) -> list[str]:
         notes = []
-        import torch._functorch.config as functorch_config
         import torch._inductor.config as inductor_config
 
         inductor_config.compile_threads = 1  # no worker pool: nothing is compiled for the device
-        if hasattr(functorch_config, "force_non_lazy_backward_lowering"):
-            functorch_config.force_non_lazy_backward_lowering = True
-        else:
-            notes.append("backward graphs compiled lazily (dynamic shapes) are not previewed on this torch")
+        # a preview's compiled graphs are not the device's code: nothing is read from or written to
+        # the compile caches (a hit would also skip the stages the preview records)
+        why = disable_compile_caches()
+        if why:
+            notes.append(why)
         return notes
 
 
@@ -531,12 +555,15 @@ def install_cuda_preview(writer: RecordingWriter, argument: str = "sm_90") -> st
         if extra:
             notes.append(extra)
     torch.autograd.set_multithreading_enabled(False)  # one thread: no per-device autograd workers
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
-
-    # A shape environment lets data-dependent shapes (nonzero, masked_select) stay symbolic.
-    mode = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
-    route_real_cuda_to(mode)
-    mode.__enter__()
+    # The program's CUDA tensors: fakes of one mode, each with its value (a CPU twin). The mode is
+    # not entered: CPU tensors stay real, and an op reaches the mode through its fake arguments.
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    compat_fakecuda_values.install_values(mode)
+    compat_fakecuda_values.install_cuda_rng()
+    compat_fakecuda_values.install_tensor_patches()
+    route_cuda_allocations()
+    # torch.tensor(data, device="cuda") builds the CPU tensor, then moves it through the dispatcher
+    torch._C._set_only_lift_cpu_tensors(True)
     torch.set_default_device("cuda")
     PREVIEW_ACTIVE = True
     writer.write("cuda_preview_device", arch=arch_name(arch), assumptions=assumptions, notes=notes)
