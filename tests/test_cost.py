@@ -165,6 +165,22 @@ def test_explain_and_check_use_the_measurement(skipped: dict) -> None:
     assert "What to fix first" in text.stdout and "█" in text.stdout  # the chart
 
 
+def test_the_report_ranks_by_the_measurement_and_draws_the_chart(skipped: dict, tmp_path: Path) -> None:
+    recording = str(skipped["recording"])
+    top = skipped["doc"]["findings"][0]
+    proc = run_tcx("report", recording, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    first = report["problems"][0]
+    assert first["kind"] == "graph break" and first["ms_per_call"] == pytest.approx(top["ms_per_call"])
+    assert report["cost"]["schema"] == "tcx.cost/1"
+    page = tmp_path / "report.html"
+    proc = run_tcx("report", recording, "--format", "html", "-o", str(page))
+    assert proc.returncode == 0, proc.stderr
+    section = page.read_text().split('<section id="cost">', 1)[1].split("</section>", 1)[0]
+    assert "<svg" in section and "<script" not in page.read_text()
+
+
 # --- a function that recompiles every third call ------------------------------------------------------
 
 
