@@ -31,6 +31,7 @@ import functools
 import inspect
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -455,6 +456,7 @@ def _export(prof: Any, index: int, folder: str, cuda: bool) -> None:
 # Kineto's activity types: device work, and the CUDA runtime/driver calls that launched it.
 DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
 RUNTIME_CALLS = ("cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver")
+_RUNTIME_NAME = re.compile(r"^(cuda|cu|hip)[A-Z]")
 
 
 def spans_of(events: list[Any]) -> dict[str, Any]:
@@ -478,27 +480,28 @@ def spans_of(events: list[Any]) -> dict[str, Any]:
         and e.start_thread_id() == thread
         and begin <= e.start_ns()
         and e.end_ns() <= end
-        and _activity(e) not in RUNTIME_CALLS
+        and not _is_runtime(e)
     ]
     ops = {e.correlation_id() for e in on_thread}
     runtime = [
         e
         for e in events
-        if e.device_type() == cpu_type and _activity(e) in RUNTIME_CALLS and e.linked_correlation_id() in ops
+        if e.device_type() == cpu_type and _is_runtime(e) and e.linked_correlation_id() in ops
     ]
     ranged = sorted(on_thread + runtime, key=lambda e: (e.start_ns(), -e.duration_ns()))
     truncated = max(0, len(ranged) - MAX_SPANS)
     names: dict[str, int] = {}
     cpu: list[list[int]] = []
     by_correlation: dict[int, int] = {}
+    cpu_names = {e.name() for e in on_thread}
     for e in ranged[:MAX_SPANS]:
-        if _activity(e) not in RUNTIME_CALLS:
+        if not _is_runtime(e):
             by_correlation.setdefault(e.correlation_id(), len(cpu))
         cpu.append([names.setdefault(e.name(), len(names)), e.start_ns() - begin, e.duration_ns()])
     device: list[list[int]] = []
     launchers: set[int] = set()
     for e in events:
-        if e.device_type() == cpu_type or _activity(e) not in DEVICE_WORK:
+        if e.device_type() == cpu_type or not _is_device_work(e, cpu_names):
             continue
         launcher = by_correlation.get(e.linked_correlation_id())
         if launcher is None:
@@ -524,7 +527,18 @@ def _activity(e: Any) -> str:
     try:
         return str(e.activity_type())
     except (AttributeError, RuntimeError):
-        return ""
+        return ""  # a torch whose events do not say: the checks below fall back to names
+
+
+def _is_runtime(e: Any) -> bool:
+    kind = _activity(e)
+    return kind in RUNTIME_CALLS if kind else bool(_RUNTIME_NAME.match(e.name()))
+
+
+def _is_device_work(e: Any, cpu_names: set[str]) -> bool:
+    """A kernel, memcpy or memset; not the device-side copy of a CPU range (gpu_user_annotation)."""
+    kind = _activity(e)
+    return kind in DEVICE_WORK if kind else e.name() not in cpu_names
 
 
 def _launch_facts(e: Any) -> dict[str, Any]:
