@@ -274,24 +274,20 @@ def _measured_call(
     profiler = _start_profiler(cuda) if _wants_profile(seen) else None
     frames_before = STATE.frames_total() if STATE.frames_total else None
     STATE.depth, STATE.compiled = 1, []
+    clock = [0, 0]  # start, end of the call itself (inside the profiler's range when there is one)
     ok = False
     if cuda:
         torch.cuda.synchronize()
-    start = time.perf_counter_ns()
     try:
         if profiler is not None:
             with torch.profiler.record_function(CALL_SPAN):
-                result = compiled(*args, **kwargs)
-                if cuda:
-                    torch.cuda.synchronize()  # inside the range: the device's work belongs to the call
+                result = _timed(compiled, args, kwargs, clock, cuda)
         else:
-            result = compiled(*args, **kwargs)
+            result = _timed(compiled, args, kwargs, clock, cuda)
         ok = True
         return result
     finally:
-        if cuda:
-            torch.cuda.synchronize()
-        wall = time.perf_counter_ns() - start
+        wall = (clock[1] or time.perf_counter_ns()) - clock[0]
         STATE.depth = 0
         if frames_before is not None and STATE.frames_total and STATE.frames_total() != frames_before:
             STATE.compiled.append("dynamo frame")
@@ -299,6 +295,16 @@ def _measured_call(
             _record(index, where, wall, seen, ok, cuda)
         except Exception as err:  # measuring must never change what the program does
             _write("cost_call", hook_error=f"{type(err).__name__}: {err}")
+
+
+def _timed(compiled: Callable[..., Any], args: tuple, kwargs: dict, clock: list[int], cuda: bool) -> Any:
+    """The call, its start and end in `clock`; on a GPU the device's work is waited for (it belongs to it)."""
+    clock[0] = time.perf_counter_ns()
+    result = compiled(*args, **kwargs)
+    if cuda:
+        torch.cuda.synchronize()
+    clock[1] = time.perf_counter_ns()
+    return result
 
 
 def _keep_callback() -> None:
