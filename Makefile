@@ -27,9 +27,17 @@ test: $(STAMP)  ## run the whole test suite (real torch.compile runs on the CPU)
 test-fast: $(STAMP)  ## everything but the Inductor end-to-end runs (no gcc compiles)
 	$(PY) -m pytest -n 2 -q -m "not inductor"
 
-lint: $(STAMP)  ## ruff lint + format check
+# mypy sees the installed layout (tcx.core = core/, ...): a tree of links made for it.
+MYPY_LAYOUT := .mypy-layout
+STRICT      := tcx.core.model tcx.core.selection tcx.core.views tcx.renderers.formats
+
+lint: $(STAMP)  ## ruff lint + format check, mypy (strict) on the model, selection, registry, formats
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	rm -rf $(MYPY_LAYOUT) && mkdir -p $(MYPY_LAYOUT)/tcx
+	for f in tcx/*.py; do ln -s $(CURDIR)/$$f $(MYPY_LAYOUT)/tcx/; done
+	for d in cli core renderers tui; do ln -s $(CURDIR)/$$d $(MYPY_LAYOUT)/tcx/$$d; done
+	cd $(MYPY_LAYOUT) && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml $(addprefix -p ,$(STRICT))
 
 format: $(STAMP)  ## apply ruff formatting and safe fixes
 	$(VENV)/bin/ruff format .

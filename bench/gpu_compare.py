@@ -1,13 +1,18 @@
 """Run on a machine with an NVIDIA GPU: the real CUDA path vs tcx's CUDA preview (GPU hidden), same torch.
 
-    python bench/gpu_compare.py OUT_DIR [sm_90] [PROGRAM ...]
+    python bench/gpu_compare.py OUT_DIR [sm_90] [PROGRAM ...]        record both runs, then compare
+    python bench/gpu_compare.py --compare-only OUT_DIR [sm_90]       compare recordings already there
 
 For each program it records (1) a real run with `--device cuda` and (2) a preview run with
-CUDA_VISIBLE_DEVICES="" and `--target cuda:sm_XX`, then compares every graph's kernels (source,
-raw and after normalising the lines that name a file or a build hash) and wrapper `call()`.
-A difference counts as named when the preview recorded a decision it could not take without a
-GPU (`cuda_preview_decision`) for that graph. CUDA-graph events (`mode="reduce-overhead"`) of
-both runs are listed side by side. Writes compare.json and compare.txt.
+CUDA_VISIBLE_DEVICES="" and `--target cuda:sm_XX` (the preview must run on the same torch and
+triton as the real run: on the GPU machine itself, with the GPU hidden), all runs side by side.
+Then it compares, per program: how each run ended; graphs, graph breaks, compiles and recompiles;
+the modules (forward/backward/inference) each run generated; every graph's kernels (source, raw
+and after normalising the lines that name a file or a build hash) and wrapper `call()`; and each
+kernel's "your line" (the user lines its provenance names). A difference counts as named when the
+preview recorded a decision it could not take without a GPU (`cuda_preview_decision`) for that
+graph. CUDA-graph events (`mode="reduce-overhead"`) of both runs are listed side by side.
+Writes compare.json, compare.txt and recordings.tar.gz (every recording, for a comparison elsewhere).
 """
 
 from __future__ import annotations
@@ -16,17 +21,16 @@ import json
 import os
 import re
 import sys
+import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tcx.core import driver
-from tcx.core.analysis import build_model
-from tcx.core.callspec import parse_call_spec, spec_to_json
 from tcx.core.codegen_view import build_codegen
+from tcx.core.explain import explain
+from tcx.core.model import build_model
 from tcx.core.recording import load_recording
-from tcx.core.targets import resolve_target
 from tcx.core.torchtext.output_code import call_body
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,16 +42,22 @@ PROGRAMS: list[tuple[str, str, list[str]]] = [
 ]
 _NORM = re.compile(r"'backend_hash': '[0-9A-Fa-f]+'|# kernel path: .*|# \[Provenance debug handles\].*")
 CAPTURES = ["codegen", "cudagraphs"]
+COUNTS = ("graph_count", "graph_break_count", "compile_count", "recompile_count")
 
 
-def record(target: str, calls: list[str], caps: list[str], out: Path) -> float:
+def record(target: str, calls: list[str], caps: list[str], env: dict[str, str], out: Path) -> float:
     """One live run (a child process) kept at `out`; returns its wall time."""
+    from tcx.core import driver
+    from tcx.core.callspec import parse_call_spec, spec_to_json
+    from tcx.core.targets import resolve_target
+
     started = time.monotonic()
     opts = driver.RunOptions(
-        backend="inductor",
+        caches="off",
         capture=caps,
         calls=[spec_to_json(parse_call_spec(c)) for c in calls] or None,
-        timeout=480,
+        timeout=420,
+        env=env,
     )
     run = driver.record(resolve_target(target), opts)
     driver.keep(run, str(out))
@@ -55,11 +65,18 @@ def record(target: str, calls: list[str], caps: list[str], out: Path) -> float:
     return round(time.monotonic() - started, 1)
 
 
-def record_all(jobs: int, runs: list[tuple[str, str, list[str], list[str], Path]]) -> dict[str, float]:
+def record_all(jobs: int, runs: list[tuple[str, str, list[str], list[str], dict, Path]]) -> dict[str, float]:
     """The runs side by side (each is a child process), `jobs` at a time."""
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {name: pool.submit(record, t, c, caps, out) for name, t, c, caps, out in runs}
-        return {name: f.result() for name, f in futures.items()}
+        futures = {key: pool.submit(record, t, c, caps, env, out) for key, t, c, caps, env, out in runs}
+        seconds = {}
+        for key, future in futures.items():
+            try:
+                seconds[key] = future.result()
+            except Exception as exc:  # a run tcx could not start: the comparison says so
+                print(f"{key}: {type(exc).__name__}: {exc}", flush=True)
+                seconds[key] = -1.0
+        return seconds
 
 
 def _status(a: str, b: str) -> str:
@@ -76,21 +93,31 @@ def _diff(a: str, b: str, limit: int = 12) -> list[str]:
 
 
 def _events(model: Any, kind: str) -> list[dict[str, Any]]:
-    return [e for e in model.recorder_events if e.get("kind") == kind]
+    return model.captures.of(kind)
+
+
+def _lines(kernel: Any) -> list[str]:
+    return sorted(
+        {f"{os.path.basename(u['file'])}:{u['line']}" for u in kernel.origins.get("user_lines") or []}
+    )
 
 
 def compare(name: str, real_m: Any, prev_m: Any, arch: str) -> dict[str, Any]:
     real = build_codegen(real_m, device="run")
     prev = build_codegen(prev_m, device=f"cuda:{arch}")
     decisions = _events(prev_m, "cuda_preview_decision")
+    real_ex, prev_ex = explain(real_m), explain(prev_m)
     entry: dict[str, Any] = {
         "real_kernel_count": real.kernel_count,
         "preview_kernel_count": prev.kernel_count,
+        "modules": {"real": len(real.outputs), "preview": len(prev.outputs)},
+        "counts": {k: {"real": getattr(real_ex, k), "preview": getattr(prev_ex, k)} for k in COUNTS},
         "preview_unavailable": prev.unavailable,
         "preview_errors": prev.preview_errors,
         "program_exit": {
             "real": (real_m.program_exit or {}).get("status"),
             "preview": (prev_m.program_exit or {}).get("status"),
+            "preview_message": (prev_m.program_exit or {}).get("message"),
         },
         "decisions": [{k: v for k, v in d.items() if k not in ("kind", "seq", "t")} for d in decisions],
         "cudagraphs": {
@@ -101,11 +128,12 @@ def compare(name: str, real_m: Any, prev_m: Any, arch: str) -> dict[str, Any]:
     }
     keys = list(dict.fromkeys([(o.compile_id, o.graph) for o in real.outputs + prev.outputs]))
     kernels_same = kernels_total = wrappers_same = wrappers_total = named = unnamed = 0
+    lines_same = lines_total = 0
     for cid, graph in keys:
         ro = next((o for o in real.outputs if (o.compile_id, o.graph) == (cid, graph)), None)
         po = next((o for o in prev.outputs if (o.compile_id, o.graph) == (cid, graph)), None)
-        rk = {k.name: k.source for k in real.kernels if (k.compile_id, k.graph) == (cid, graph)}
-        pk = {k.name: k.source for k in prev.kernels if (k.compile_id, k.graph) == (cid, graph)}
+        rk = {k.name: k for k in real.kernels if (k.compile_id, k.graph) == (cid, graph)}
+        pk = {k.name: k for k in prev.kernels if (k.compile_id, k.graph) == (cid, graph)}
         why = [d for d in decisions if d.get("compile_id") == cid and d.get("graph") in (graph, None)]
         names = sorted({f"{d.get('decision')}: {d.get('op', '')} -> {d.get('assumed')}" for d in why})
         g: dict[str, Any] = {"compile_id": cid, "graph": graph, "kernels": {}, "preview_decisions": names}
@@ -113,13 +141,21 @@ def compare(name: str, real_m: Any, prev_m: Any, arch: str) -> dict[str, Any]:
             if k not in rk or k not in pk:
                 status = "only in the real run" if k in rk else "only in the preview"
             else:
-                status = _status(rk[k], pk[k])
+                status = _status(rk[k].source, pk[k].source)
+                lines_total += 1
+                real_lines, prev_lines = _lines(rk[k]), _lines(pk[k])
+                if real_lines == prev_lines:
+                    lines_same += 1
+                else:
+                    g.setdefault("your_line_diffs", {})[k] = {"real": real_lines, "preview": prev_lines}
             g["kernels"][k] = status
             kernels_total += 1
             if status.startswith("identical"):
                 kernels_same += 1
             else:
-                g.setdefault("kernel_diffs", {})[k] = _diff(rk.get(k, ""), pk.get(k, ""))
+                g.setdefault("kernel_diffs", {})[k] = _diff(
+                    rk[k].source if k in rk else "", pk[k].source if k in pk else ""
+                )
         rc = call_body(ro.source)[0] if ro else ""
         pc = call_body(po.source)[0] if po else ""
         g["wrapper_call"] = (
@@ -130,7 +166,7 @@ def compare(name: str, real_m: Any, prev_m: Any, arch: str) -> dict[str, Any]:
             wrappers_same += 1
         else:
             g["wrapper_diff"] = _diff(rc, pc, 16)
-        differs = (g["wrapper_call"] != "identical" and not g["wrapper_call"].startswith("identical")) or any(
+        differs = not g["wrapper_call"].startswith("identical") or any(
             not s.startswith("identical") for s in g["kernels"].values()
         )
         if differs:
@@ -143,8 +179,13 @@ def compare(name: str, real_m: Any, prev_m: Any, arch: str) -> dict[str, Any]:
         "kernels_total": kernels_total,
         "wrappers_identical": wrappers_same,
         "wrappers_total": wrappers_total,
+        "your_line_equal": lines_same,
+        "your_line_compared": lines_total,
         "graphs_differing_named": named,
         "graphs_differing_unnamed": unnamed,
+        "counts_equal": all(v["real"] == v["preview"] for v in entry["counts"].values()),
+        "whole": entry["modules"]["real"] == entry["modules"]["preview"]
+        and entry["program_exit"]["real"] == entry["program_exit"]["preview"],
     }
     return entry
 
@@ -160,62 +201,135 @@ def _cg(e: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def main() -> None:
-    out = Path(sys.argv[1])
-    arch = sys.argv[2] if len(sys.argv) > 2 else "sm_90"
-    wanted = set(sys.argv[3:])
-    jobs = int(os.environ.get("TCX_COMPARE_JOBS", "6"))
-    out.mkdir(parents=True, exist_ok=True)
-    programs = [p for p in PROGRAMS if not wanted or p[0] in wanted]
-    real_s = record_all(
-        jobs, [(n, t, c, [*CAPTURES, "device=cuda"], out / f"{n}_real.tcx") for n, t, c in programs]
-    )
-    os.environ["CUDA_VISIBLE_DEVICES"] = ""  # the previews see no GPU (their children inherit this)
-    prev_s = record_all(
-        jobs,
-        [(n, t, c, [*CAPTURES, f"cuda_preview={arch}"], out / f"{n}_preview.tcx") for n, t, c in programs],
-    )
-    del os.environ["CUDA_VISIBLE_DEVICES"]
-    report: dict[str, Any] = {}
-    lines = []
-    for name, _target, _calls in programs:
-        real_m = build_model(load_recording(out / f"{name}_real.tcx"))
-        prev_m = build_model(load_recording(out / f"{name}_preview.tcx"))
+def report(out: Path, arch: str, names: list[str], seconds: dict[str, float], env: dict[str, Any]) -> None:
+    """compare.json and compare.txt from the recordings in `out`."""
+    result: dict[str, Any] = {}
+    rows, detail = [], []
+    for name in names:
+        paths = [out / f"{name}_real.tcx", out / f"{name}_preview.tcx"]
+        if not all(p.exists() for p in paths):
+            rows.append(f"{name:20s} no recording ({', '.join(p.name for p in paths if not p.exists())})")
+            continue
+        real_m, prev_m = (build_model(load_recording(p)) for p in paths)
         entry = compare(name, real_m, prev_m, arch)
-        entry["seconds"] = {"real": real_s[name], "preview": prev_s[name]}
-        report[name] = entry
-        s = entry["summary"]
-        lines.append(
-            f"{name:20s} kernels {s['kernels_identical']}/{s['kernels_total']} identical, "
-            f"wrappers {s['wrappers_identical']}/{s['wrappers_total']} identical; differing graphs: "
-            f"{s['graphs_differing_named']} named by the preview, {s['graphs_differing_unnamed']} not named"
+        entry["seconds"] = {"real": seconds.get(f"{name}_real"), "preview": seconds.get(f"{name}_preview")}
+        result[name] = entry
+        s, m, ex = entry["summary"], entry["modules"], entry["program_exit"]
+        pairs = [
+            (m["preview"], m["real"]),
+            (s["kernels_identical"], s["kernels_total"]),
+            (s["wrappers_identical"], s["wrappers_total"]),
+            (s["your_line_equal"], s["your_line_compared"]),
+        ]
+        rows.append(
+            f"{name:20s} "
+            + " ".join(f"{a:>4}/{b:<4}" for a, b in pairs)
+            + f" {'yes' if s['counts_equal'] else 'NO':>6}  {ex['real']}/{ex['preview']}"
         )
+        detail.append(
+            f"{name}: counts real/preview "
+            + ", ".join(
+                f"{k.replace('_count', 's')} {v['real']}/{v['preview']}" for k, v in entry["counts"].items()
+            )
+        )
+        if ex["preview"] != ex["real"]:
+            detail.append(f"    preview ended {ex['preview']}: {str(ex['preview_message'] or '')[:300]}")
         for g in entry["graphs"]:
             if g.get("difference_named_by_preview") is not None:
-                lines.append(
+                detail.append(
                     f"    {g['compile_id']} {g['graph']}: "
                     + ", ".join(f"{k} {v}" for k, v in g["kernels"].items() if not v.startswith("identical"))
                     + f"; wrapper {g['wrapper_call']}; preview named: {g['preview_decisions'] or 'nothing'}"
                 )
+            for k, lines in (g.get("your_line_diffs") or {}).items():
+                detail.append(f"    your line {g['compile_id']} {g['graph']} {k}: {lines}")
         for side in ("real", "preview"):
             for c in entry["cudagraphs"][side]:
-                lines.append(
+                detail.append(
                     f"    cudagraphs {side:7s} {c['event']:14s} {c['compile_id']} {c['graph']} "
                     f"{c['when'] or ''} {c['message'] or ''}"
                 )
+    total = [result[n]["summary"] for n in result]
+    modules = [result[n]["modules"] for n in result]
+    header = (
+        f"{'program':20s} modules   kernels   wrappers  your line counts  exit real/preview\n"
+        f"{'':20s} prev/real identical identical equal     equal"
+    )
+    sums = [
+        (sum(m["preview"] for m in modules), sum(m["real"] for m in modules)),
+        *[
+            (sum(s[a] for s in total), sum(s[b] for s in total))
+            for a, b in (
+                ("kernels_identical", "kernels_total"),
+                ("wrappers_identical", "wrappers_total"),
+                ("your_line_equal", "your_line_compared"),
+            )
+        ],
+    ]
+    footer = (
+        f"{'total':20s} "
+        + " ".join(f"{a:>4}/{b:<4}" for a, b in sums)
+        + f" {sum(s['counts_equal'] for s in total):>3}/{len(total)} programs"
+    )
+    result["env"] = env
+    (out / "compare.json").write_text(json.dumps(result, indent=1))
+    text = "\n".join([header, *rows, footer, "", *detail]) + "\n"
+    (out / "compare.txt").write_text(text)
+    print(text)
+    print(json.dumps(env))
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    compare_only = "--compare-only" in argv
+    argv = [a for a in argv if a != "--compare-only"]
+    out = Path(argv[0])
+    arch = argv[1] if len(argv) > 1 else "sm_90"
+    wanted = set(argv[2:])
+    programs = [p for p in PROGRAMS if not wanted or p[0] in wanted]
+    names = [n for n, _, _ in programs]
+    if compare_only:
+        saved = json.loads((out / "compare.json").read_text()) if (out / "compare.json").exists() else {}
+        env = saved.get("env") or {}
+        seconds = {
+            f"{n}_{side}": saved.get(n, {}).get("seconds", {}).get(side)
+            for n in names
+            for side in ("real", "preview")
+        }
+        report(out, arch, [n for n in names if (out / f"{n}_real.tcx").exists()], seconds, env)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = int(os.environ.get("TCX_COMPARE_JOBS", "8"))
+    runs = []
+    for n, t, c in programs:
+        runs.append((f"{n}_real", t, c, [*CAPTURES, "device=cuda"], {}, out / f"{n}_real.tcx"))
+        # the preview sees no GPU (its child process starts with CUDA_VISIBLE_DEVICES empty)
+        runs.append(
+            (
+                f"{n}_preview",
+                t,
+                c,
+                [*CAPTURES, f"cuda_preview={arch}"],
+                {"CUDA_VISIBLE_DEVICES": ""},
+                out / f"{n}_preview.tcx",
+            )
+        )
+    started = time.monotonic()
+    seconds = record_all(jobs, runs)
     import torch
 
-    report["env"] = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}
+    env: dict[str, Any] = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}
     try:
         import triton
 
-        report["env"]["triton"] = triton.__version__
+        env["triton"] = triton.__version__
     except ImportError:
         pass
-    (out / "compare.json").write_text(json.dumps(report, indent=1))
-    (out / "compare.txt").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
-    print(json.dumps(report["env"]))
+    env["seconds_all_runs"] = round(time.monotonic() - started, 1)
+    with tarfile.open(out / "recordings.tar.gz", "w:gz") as tar:
+        for path in sorted(out.glob("*.tcx")):
+            tar.add(path, arcname=path.name)
+    report(out, arch, names, seconds, env)
 
 
 if __name__ == "__main__":

@@ -41,15 +41,13 @@ _RECORDING_SUFFIX = re.compile(r"(\.tcx(?:rec)?(?:\.gz)?|\.gz)$")
 )
 def command(**params: Any) -> None:
     from tcx.cli import common
-    from tcx.core.cache_view import build_cache, to_json
+    from tcx.core.cache_view import build_cache
+    from tcx.renderers.formats import write
 
     loaded, labels, envs = load_runs(params)
     pairs = tuple((lo.model, common.selection(lo)) for lo in loaded)
     view = build_cache(*pairs[-1], earlier=pairs[:-1], labels=labels, envs=envs)
-    if params["fmt"] == "json":
-        common.emit_json(to_json(view))
-    else:
-        VIEW.renderer()(view, common.console(params))
+    write(VIEW, view, params["fmt"], common.console(params), params)
     for lo in loaded:
         common.saved_note(lo)
     for lo in loaded:

@@ -53,7 +53,7 @@ def command(**params: Any) -> None:
     from tcx.cli import common
     from tcx.core.check import budgets_from, compare_baseline, evaluate, write_baseline
     from tcx.core.targets import FileTarget, resolve_target
-    from tcx.renderers.check_output import render_check
+    from tcx.renderers.formats import write
 
     budgets = budgets_from(params, baseline=bool(params["baseline"] or params["write_baseline"]))
     # Overrides the user chose for this check: a live run uses them, and a recording made with
@@ -84,6 +84,6 @@ def command(**params: Any) -> None:
     if params["write_baseline"]:
         write_baseline(params["write_baseline"], ex)
         click.echo(f"baseline written to {params['write_baseline']}", err=True)
-    render_check(result, params["fmt"], common.console(params))
+    write(VIEW, result, params["fmt"], common.console(params), params)
     common.saved_note(loaded)
     sys.exit(result.exit_code)

@@ -43,6 +43,6 @@ def command(**params: Any) -> None:
         VIEW,
         params,
         capture=captures_for(params),
-        build={"device": params["target_device"], "kernel": params["kernel"]},
-        render={"lifetimes": not params["no_lifetimes"], "only_kernel": params["kernel"]},
+        build={"device": params["target_device"]},
+        render={"lifetimes": not params["no_lifetimes"]},
     )

@@ -73,10 +73,10 @@ def command(**params: Any) -> None:
     view = build_cost(loaded.model, common.selection(loaded))
     if params.get("trace_path"):
         write_trace(view, params["trace_path"])
-    if params["fmt"] == "json":
-        common.emit_json(VIEW.serializer()(view))
-    else:
-        VIEW.renderer()(view, common.console(params), show_all=bool(params.get("show_all")))
+    from tcx.renderers.formats import write
+
+    text_only = {"show_all": bool(params.get("show_all"))} if params["fmt"] == "text" else {}
+    write(VIEW, view, params["fmt"], common.console(params), params, **text_only)
     common.saved_note(loaded)
     if params.get("trace_path") and params["fmt"] != "json":
         click.echo(f"trace written to {params['trace_path']} (open it in https://ui.perfetto.dev)", err=True)
@@ -111,6 +111,7 @@ def eager_run(params: dict[str, Any], options: str) -> dict[str, Any]:
     from tcx.cli.session import live_status
     from tcx.core import driver
     from tcx.core.errors import UsageError
+    from tcx.core.model import build_model
     from tcx.core.recording import load_recording
     from tcx.core.targets import resolve_target
 
@@ -120,18 +121,18 @@ def eager_run(params: dict[str, Any], options: str) -> dict[str, Any]:
     with live_status(enabled=not opts.show_output) as progress:
         run = driver.record(resolve_target(params["target"]), opts, progress)
     try:
-        recording = load_recording(run.path)
+        captures = build_model(load_recording(run.path), "live").captures
     finally:
         run.cleanup()
-    end = recording.first("program_exit") or {}
+    end = captures.first("program_exit") or {}
     if end.get("status") == "usage":
         raise UsageError(str(end.get("message")))
-    outcome = recording.first("outcome") or {}
+    outcome = captures.first("outcome") or {}
     status = end.get("status") or ("timeout" if outcome.get("timed_out") else "died")
     keys = ("index", "function", "file", "line", "wall_ns", "warmup", "raised")
-    calls = [{k: e[k] for k in keys if k in e} for e in recording.events if e.get("kind") == "cost_call"]
+    calls = [{k: e[k] for k in keys if k in e} for e in captures.of("cost_call")]
     message = str(end.get("message") or "")[:500]
-    cuda = bool((recording.first("cost_run_end") or {}).get("cuda"))
+    cuda = bool((captures.first("cost_run_end") or {}).get("cuda"))
     return {"run": {"status": status, "message": message, "calls": len(calls), "cuda": cuda}, "calls": calls}
 
 

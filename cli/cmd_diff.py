@@ -29,12 +29,12 @@ def command(**params: Any) -> None:
     from tcx.core import forked
     from tcx.core.diff import diff
     from tcx.core.errors import EXIT_BUDGET
-    from tcx.renderers.diff_output import render_diff
+    from tcx.renderers.formats import write
 
     b = forked.start(side_facts, params["b"])  # B in a fork while A is read here (2+ cores)
     facts_a = side_facts(params["a"])
     result = diff(facts_a, forked.result(b, lambda: side_facts(params["b"])))
-    render_diff(result, params["fmt"], common.console(params))
+    write(VIEW, result, params["fmt"], common.console(params), params)
     if params["fail_on_regression"] and result.regressions:
         sys.exit(EXIT_BUDGET)
 

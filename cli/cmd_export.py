@@ -49,10 +49,10 @@ def command(**params: Any) -> None:
             hint=f"Exported modules: {', '.join(names) or 'none'}; "
             f"compiled functions: {', '.join(compiled_functions(loaded.model)) or 'none'}.",
         )
-    if params["fmt"] == "json":
-        common.emit_json(VIEW.serializer()(view))
-    else:
-        VIEW.renderer()(view, common.console(params))
+    from tcx.renderers.formats import write
+
+    write(VIEW, view, params["fmt"], common.console(params), params)
+    if params["fmt"] != "json":
         common.saved_note(loaded)
     common.finish(loaded.model)
 

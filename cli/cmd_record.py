@@ -34,12 +34,10 @@ def command(**params: Any) -> None:
     import shutil
 
     from tcx.cli import common
-    from tcx.core.analysis import build_model
-    from tcx.core.command_run import keep_logs, run_command
+    from tcx.core.command_run import command_model, keep_logs, run_command
     from tcx.core.driver import check_save
     from tcx.core.errors import EXIT_TARGET, TcxError
     from tcx.core.explain import explain, to_json
-    from tcx.core.trace_log import load_trace
     from tcx.renderers.explain_terminal import render_explain
 
     if params["save"]:
@@ -49,27 +47,16 @@ def command(**params: Any) -> None:
         if params["save"]:
             keep_logs(run, params["save"])
         try:
-            model = build_model(load_trace(run.trace_dir), "trace")
+            model = command_model(run, list(params["cmd"]))
         except TcxError:
             click.echo(
                 f"tcx: the command wrote no TORCH_TRACE events (exit code {run.returncode}).", err=True
             )
             sys.exit(EXIT_TARGET if run.returncode else 0)
-        model.target = " ".join(params["cmd"])
-        model.sources.live = True  # the command just ran here: the files on disk are the ones it ran
         ex = explain(model)
         hang = _hang(run, model, params["timeout"])
         if params["fmt"] == "json":
-            doc = to_json(ex)
-            doc["hang"] = hang.to_json() if hang else None
-            doc["program"] = {
-                "status": _status(run),
-                "exit_code": run.returncode,
-                "signal": run.signal_name,
-                "interrupted_by": run.interrupted_by,
-                "wall_s": run.wall_s,
-            }
-            common.emit_json(doc)
+            common.emit_json({**to_json(ex), "hang": hang.to_json() if hang else None})
         else:
             render_explain(ex, common.console(params), view="record")
             if hang:

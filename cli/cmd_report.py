@@ -29,17 +29,19 @@ def command(**params: Any) -> None:
 
     from tcx.cli import common
     from tcx.core.report import build_report
-    from tcx.renderers.report_output import render_report
+    from tcx.renderers.formats import write
 
     loaded = common.load(params, VIEW.fresh_compile, capture=all_captures())
     report = build_report(loaded.model, common.selection(loaded))
+    fmt = params["fmt"]
+    follow_up = {"target": common.rerender_target(loaded, params["target"])} if fmt == "markdown" else {}
     if params["output"]:
         with open(params["output"], "w", encoding="utf-8") as out, contextlib.redirect_stdout(out):
-            console = common.console({**params, "no_color": True}) if params["fmt"] == "text" else None
-            render_report(report, params["fmt"], console or common.console(params))
+            console = common.console({**params, "no_color": True}) if fmt == "text" else None
+            write(VIEW, report, fmt, console or common.console(params), params, **follow_up)
         click.echo(f"report written to {params['output']}", err=True)
     else:
-        render_report(report, params["fmt"], common.console(params))
+        write(VIEW, report, fmt, common.console(params), params, **follow_up)
     common.saved_note(loaded)
     sys.stdout.flush()
     common.finish(loaded.model)

@@ -48,9 +48,7 @@ def selection(loaded: Any) -> Any:
 
 
 def target_failed(model: Any) -> bool:
-    from tcx.core.explain import program_failed
-
-    return program_failed(model)
+    return bool(model.status.program.failed)
 
 
 def emit_json(doc: dict[str, Any]) -> None:

@@ -8,11 +8,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import RunModel, build_model
 from tcx.core.errors import UsageError
 from tcx.core.frames import frame_origin
 from tcx.core.inputs import model_of
 from tcx.core.last_run import keep_last
+from tcx.core.model import RunModel, build_model
 from tcx.core.observed import attach_children, check_capture
 from tcx.core.recording import load_recording
 from tcx.core.selectors import Selectors

@@ -87,11 +87,10 @@ def run_view(
     if params["fmt"] == "text" and print_index(view, params, loaded, selection):
         return
     result = view.builder()(loaded.model, selection, **{**view.options_for("build", params), **(build or {})})
-    if params["fmt"] == "json":
-        common.emit_json(view.serializer()(result, **view.options_for("json", params)))
-    else:
-        options = {**view.options_for("render", params), **(render or {})}
-        view.renderer()(result, common.console(params), **options)
+    from tcx.renderers.formats import write
+
+    text_only = (render or {}) if params["fmt"] == "text" else {}
+    write(view, result, params["fmt"], common.console(params), params, **text_only)
     common.saved_note(loaded)  # on stderr: the JSON on stdout stays one document
     common.finish(loaded.model)
 

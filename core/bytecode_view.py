@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
+from tcx.core.model import RunModel
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.names import (
     is_compiled_graph_global,
@@ -49,12 +49,9 @@ class BytecodeView:
     unavailable: str | None
 
 
-def build_bytecode(
-    model: RunModel, selection: Selection | None = None, compile_id: str | None = None
-) -> BytecodeView:
+def build_bytecode(model: RunModel, selection: Selection | None = None) -> BytecodeView:
     selection = selection or whole_run(model)
-    events = model.recording.events if model.recording else []
-    frames = [_live(e) for e in events if e.get("kind") == "bytecode" and not e.get("error")]
+    frames = [_live(e) for e in model.captures.of("bytecode") if not e.get("error")]
     if not frames:
         frames = _from_trace(model)
     for fr in frames:
@@ -64,8 +61,6 @@ def build_bytecode(
         features = (model.run_start or {}).get("features") or {}
         reason = features.get("bytecode") or "no frame was compiled in this run"
     frames = [f for f in frames if selection.includes(f.compile_id)]
-    if compile_id:
-        frames = [f for f in frames if f.compile_id == compile_id]
     return BytecodeView(model=model, selection=selection, frames=frames, unavailable=reason)
 
 
@@ -111,10 +106,10 @@ def _argrepr(rest: str) -> str:
 
 def _from_trace(model: RunModel) -> list[Frame]:
     frames: dict[tuple[str | None, str], Frame] = {}
-    for ev in model.trace_events:
+    for ev in model.documents.of("artifact:*_BYTECODE"):
         name = ev.name.removeprefix("artifact:")
         for suffix, attr in (("_ORIGINAL_BYTECODE", "original"), ("_MODIFIED_BYTECODE", "transformed")):
-            if ev.name.startswith("artifact:") and name.endswith(suffix):
+            if name.endswith(suffix):
                 fn = name[: -len(suffix)]
                 comp = model.compiles.get(ev.compile_id or "")
                 key = (ev.compile_id, fn)

@@ -20,9 +20,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import RunModel
 from tcx.core.compile_phases import CompileTime, compile_times
 from tcx.core.envelope import SOURCE_KINDS, envelope
+from tcx.core.model import RunModel
 from tcx.core.restarts import restarts_by_attempt
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.cache_key import (
@@ -40,6 +40,7 @@ SCHEMA = "tcx.cache/1"
 CACHE_NAMES = {"fx_graph": "FX graph", "aotautograd": "AOTAutograd"}
 _ARTIFACT = re.compile(r"^artifact:(?P<cache>fx_graph|aotautograd)(?:_bundled)?_cache_(?P<state>[a-z]+)$")
 _PICKLE_FAILURE = "artifact:aotautograd_cache_pickle_failure"
+_CACHE_ARTIFACTS = ("artifact:fx_graph*_cache_*", "artifact:aotautograd*_cache_*")  # the pickle failure too
 # Graph texts a run logs per compile, searched for the user line of a graph's node (in order).
 _GRAPH_EVENTS = {
     "aotautograd": ("dynamo_output_graph", "aot_inference_graph", "aot_forward_graph", "aot_backward_graph"),
@@ -177,8 +178,8 @@ class RunCaches:
     def remote(self) -> dict[str, dict[str, int]]:
         """Remote-cache hits and misses torch counted (compilation_metrics), when there were any."""
         out: dict[str, dict[str, int]] = {}
-        for ev in self.model.trace_events:
-            if ev.name != "compilation_metrics" or not isinstance(ev.body, dict):
+        for ev in self.model.documents.of("compilation_metrics"):
+            if not isinstance(ev.body, dict):
                 continue
             if not self.selection.includes(ev.compile_id):
                 continue
@@ -410,7 +411,7 @@ def _lookups(model: RunModel, selection: Selection) -> list[Lookup]:
     lookups: list[Lookup] = []
     seen: dict[tuple[Any, ...], int] = {}
     restarted = restarts_by_attempt(model)
-    for ev in model.trace_events:
+    for ev in model.documents.of(*_CACHE_ARTIFACTS):
         if ev.name == _PICKLE_FAILURE:
             _mark_not_stored(lookups, ev.compile_id, _json(ev.payload))
             continue
@@ -488,8 +489,8 @@ def _mark_not_stored(lookups: list[Lookup], compile_id: str | None, info: dict[s
 def _caches_disabled(model: RunModel) -> bool | None:
     """From torch's own compiler config in compilation_metrics; None when no metrics say."""
     answer = None
-    for ev in model.trace_events:
-        if ev.name == "compilation_metrics" and isinstance(ev.body, dict):
+    for ev in model.documents.of("compilation_metrics"):
+        if isinstance(ev.body, dict):
             config = _json(
                 ev.body.get("compiler_config") if isinstance(ev.body.get("compiler_config"), str) else ""
             )
@@ -605,8 +606,8 @@ def _node_lines(model: RunModel, compile_id: str | None, cache: str) -> dict[str
     """Node name -> the user line it came from, from this compile's graph texts in this run."""
     out: dict[str, dict[str, Any]] = {}
     for event in _GRAPH_EVENTS[cache]:
-        for ev in model.trace_events:
-            if ev.name == event and ev.compile_id == compile_id:
+        for ev in model.documents.of(event):
+            if ev.compile_id == compile_id:
                 for node in parse_graph_nodes(ev.payload or ""):
                     if node.user_line and node.name not in out:
                         out[node.name] = node.user_line

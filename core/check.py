@@ -9,14 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import Compile
 from tcx.core.budgets import BUDGETS, FLOOR_BUDGETS
 from tcx.core.errors import EXIT_BUDGET, EXIT_INPUT, EXIT_OK, EXIT_TARGET, UsageError
-from tcx.core.explain import Explanation, to_json
+from tcx.core.explain import Explanation
 from tcx.core.log_consistency import disagreements
-from tcx.core.observed import CHILD_COUNTS, child_processes
-from tcx.core.program_failure import Failure, failure
-from tcx.core.run_conditions import run_conditions
+from tcx.core.model import Compile
+from tcx.core.model.conditions import run_conditions
+from tcx.core.model.failure import Failure, failure
+from tcx.core.model.status import CHILD_COUNTS
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Verdict:
 @dataclass
 class CheckResult:
     explanation: Explanation
-    summary: dict[str, Any]
+    warm: dict[str, float]  # the warm run's counts the warm-start budgets were judged on, if any
     verdicts: list[Verdict]
     baseline: str | None = None  # the baseline file compared against, if any
     worse_than_baseline: list[str] = field(default_factory=list)
@@ -61,7 +61,7 @@ class CheckResult:
     # Lines of the recording or log that could not be read (corrupted, malformed, truncated):
     # whatever they held (a graph break, a recompile) is unknown, so the check does not pass.
     unreadable: list[str] = field(default_factory=list)
-    # Settings the run used instead of the program's own (core/run_conditions.py) that the check
+    # Settings the run used instead of the program's own (core/model/conditions.py) that the check
     # was not told to accept: its counts may not be the program's, so the check does not pass.
     not_as_program: list[str] = field(default_factory=list)
     failure: Failure | None = None  # the program did not finish: the counts cover only part of it
@@ -121,8 +121,7 @@ def evaluate(
     the warm-start budgets (core/budgets.WARM_RUN_BUDGETS) are judged on. `accepted`: the settings
     the user chose for this check (`--backend eager`): a run that used them instead of the
     program's own is judged; any other override fails the check (exit 4)."""
-    summary = {**to_json(ex), **(warm or {})}
-    children = child_processes(ex.model)
+    children = ex.model.status.children
     function = None if ex.selection.whole_run else ex.selection.function
     known = {(str(s.gb_type), str(s.file), str(s.line)) for s in ex.sites}
     verdicts = []
@@ -150,7 +149,7 @@ def evaluate(
     conditions = run_conditions(ex.model)
     return CheckResult(
         explanation=ex,
-        summary=summary,
+        warm=dict(warm or {}),
         verdicts=verdicts,
         not_observed=children.not_observed,
         unreadable=list(ex.model.problems),

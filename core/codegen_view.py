@@ -12,14 +12,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
 from tcx.core.event_schema import seconds
 from tcx.core.frames import innermost_user_frame, parse_stack_trace
-from tcx.core.graphs_view import human_bytes
 from tcx.core.lazy_items import LazyItems
-from tcx.core.preview_notes import preview_notes
+from tcx.core.model import RunModel
+from tcx.core.preview_notes import preview_notes, recorded_preview, resolve_device
 from tcx.core.selection import Selection, whole_run
+from tcx.core.torchtext.dtypes import human_bytes
 from tcx.core.torchtext.fx_graph import FxNode, parse_graph_nodes
 from tcx.core.torchtext.output_code import (
     Buffer,
@@ -178,7 +178,7 @@ class CodegenView:
 def output_codes(model: RunModel) -> list[OutputCode]:
     """The output-code modules of the run, in order, each with the provenance emitted after it."""
     out: list[OutputCode] = []
-    for ev in model.trace_events:
+    for ev in model.documents.of("inductor_output_code", "artifact:inductor_provenance_tracking*"):
         if ev.name == "inductor_output_code" and ev.payload:
             out.append(OutputCode(ev.compile_id, graph_of(ev.payload), ev.payload, code_device(ev.payload)))
         elif ev.name.startswith("artifact:inductor_provenance_tracking") and ev.payload:
@@ -196,12 +196,36 @@ def output_codes(model: RunModel) -> list[OutputCode]:
     return out
 
 
+def _provenance_by_compile(model: RunModel) -> dict[str, list[dict[str, Any]]]:
+    """Per compile id, the provenance maps Inductor logged after each module it generated, in order
+    (a CUDA preview's modules are recorder events, its provenance trace events)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for ev in model.documents.of("artifact:inductor_provenance_tracking*"):
+        if not ev.payload:
+            continue
+        try:
+            data = json.loads(ev.payload)
+        except ValueError:
+            continue
+        entries = found.setdefault(ev.compile_id or "", [])
+        if ev.name.endswith("node_mappings") or not entries or "stack_traces" in entries[-1]:
+            entries.append({})
+        entries[-1]["node_map" if ev.name.endswith("node_mappings") else "stack_traces"] = (
+            data if isinstance(data, dict) else {}
+        )
+    return found
+
+
 def preview_codes(model: RunModel, arch: str | None) -> tuple[list[OutputCode], list[str], list[str]]:
     """(wrappers, errors, archs recorded) from the CUDA preview's `cuda_preview` events."""
     out, errors, archs = [], [], []
-    for ev in getattr(model, "recorder_events", []):
-        if ev.get("kind") != "cuda_preview":
-            continue
+    provenance = _provenance_by_compile(model)
+    seen: dict[str, int] = {}
+    for ev in model.captures.of("cuda_preview"):
+        cid = str(ev.get("compile_id") or "")
+        index = seen[cid] = seen.get(cid, -1) + 1
+        maps = provenance.get(cid, [])
+        maps = maps[index] if index < len(maps) else {}
         archs.append(str(ev.get("arch")))
         if arch and ev.get("arch") != arch:
             continue
@@ -213,6 +237,8 @@ def preview_codes(model: RunModel, arch: str | None) -> tuple[list[OutputCode], 
                 ev.get("graph") or graph_of(ev["source"]),
                 ev["source"],
                 f"cuda preview {ev.get('arch')}",
+                node_map=maps.get("node_map") or {},
+                stack_traces=maps.get("stack_traces") or {},
                 ptx=ev.get("ptx") or {},
                 seconds=seconds(ev.get("seconds")),
             )
@@ -226,9 +252,9 @@ def build_codegen(
     *,
     device: str = "run",
     graph: str | None = None,
-    kernel: str | None = None,
 ) -> CodegenView:
     selection = selection or whole_run(model)
+    device = resolve_device(model, device)
     unavailable = None
     errors: list[str] = []
     if device.startswith("cuda:"):
@@ -242,6 +268,14 @@ def build_codegen(
                 unavailable = f"this recording has a CUDA preview for {', '.join(archs)}, not {arch}"
             elif errors:
                 unavailable = "the CUDA preview failed: " + errors[0]
+            elif recorded_preview(model):
+                stopped = (model.program_exit or {}).get("status") not in (None, "ok")
+                unavailable = (
+                    "Inductor generated no module: the program stopped before it compiled a graph "
+                    "(where and why: above)"
+                    if stopped
+                    else "Inductor generated no module in this preview (nothing compiled with Inductor)"
+                )
             else:
                 unavailable = "this recording has no CUDA preview (record it with --target cuda:sm_XX)"
     else:
@@ -262,9 +296,7 @@ def build_codegen(
             for s in wrapper.launches
             if s.kind in ("extern", "fallback")
         ]
-        if kernel:
-            ks = [k for k in ks if k.name == kernel or kernel in k.name]
-        return CodeSection(wrapper, ks, externs)
+        return CodeSection(wrapper, [k for k in ks if selection.shows_kernel(k.name)], externs)
 
     chosen = [c for c in outputs if not (graph and c.graph != graph) and selection.includes(c.compile_id)]
     outputs = [o for o in outputs if selection.includes(o.compile_id)]
@@ -343,9 +375,8 @@ class PostGradNodes:
 
     def __init__(self, model: RunModel) -> None:
         self._events: dict[str, list[TraceEvent]] = {}
-        for ev in model.trace_events:
-            if ev.name == "artifact:inductor_post_grad_graph":
-                self._events.setdefault(ev.compile_id or "", []).append(ev)
+        for ev in model.documents.of("artifact:inductor_post_grad_graph"):
+            self._events.setdefault(ev.compile_id or "", []).append(ev)
         self._last: tuple[str, dict[str, FxNode]] | None = None
 
     def of(self, compile_id: str | None) -> dict[str, FxNode]:

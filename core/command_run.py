@@ -15,9 +15,13 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tcx.core.errors import UsageError
 from tcx.core.processes import Supervisor
+
+if TYPE_CHECKING:
+    from tcx.core.model import RunModel
 
 
 @dataclass
@@ -59,3 +63,35 @@ def keep_logs(run: CommandRun, dest: str) -> None:
     target.mkdir(parents=True, exist_ok=True)
     for log in run.trace_dir.iterdir():
         shutil.copy2(log, target / log.name)
+
+
+def command_model(run: CommandRun, argv: list[str]) -> RunModel:
+    """The model of what the command's processes logged, with how the command ended: its status
+    reads as any run's (core/model/status.py). InputError when it logged nothing."""
+    from tcx.core.model import build_model
+    from tcx.core.trace_log import load_trace
+
+    rec = load_trace(run.trace_dir)
+    rec.events += _command_end(run)
+    rec.header["target"] = " ".join(argv)
+    model = build_model(rec, "trace")
+    model.sources.live = True  # the command just ran here: the files on disk are the ones it ran
+    return model
+
+
+def _command_end(run: CommandRun) -> list[dict[str, Any]]:
+    """The recorder events a live run ends with (`outcome`, and `program_exit` when the command
+    exited by itself), for a command `tcx record` ran."""
+    outcome = {
+        "kind": "outcome",
+        "returncode": run.returncode,
+        "signal": run.signal_name,
+        "timed_out": run.timed_out,
+        "interrupted": bool(run.interrupted_by),
+        "interrupted_by": run.interrupted_by,
+        "wall_s": run.wall_s,
+    }
+    if run.signal_name or run.timed_out or run.interrupted_by:
+        return [outcome]
+    status = "ok" if run.returncode == 0 else "exit"
+    return [{"kind": "program_exit", "status": status, "exit_code": run.returncode}, outcome]

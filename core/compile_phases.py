@@ -14,11 +14,11 @@ Pure and torch-free: live runs, recordings and TORCH_TRACE logs alike.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import RunModel
-from tcx.core.event_schema import seconds
+from tcx.core.model import RunModel
 
 # Phases in pipeline order: (name, exact step names, step-name prefixes).
 PHASES: tuple[tuple[str, frozenset[str], tuple[str, ...]], ...] = (
@@ -99,7 +99,7 @@ class CompileTime:
     def to_json(self) -> dict[str, Any]:
         return {
             "compile_id": self.compile_id,
-            "seconds": self.seconds,
+            "seconds": None if self.seconds is None else round(self.seconds, 3),
             "phases": {k: round(v, 4) for k, v in self.phases.items()},
         }
 
@@ -108,16 +108,11 @@ def compile_times(model: RunModel) -> dict[str, CompileTime]:
     """compile id -> its time, for every compile id torch timed or measured in this run."""
     out: dict[str, CompileTime] = {}
     steps: dict[str, list[dict[str, Any]]] = {}
-    for ev in model.trace_events:
-        if ev.name in ("compilation_metrics", "bwd_compilation_metrics") and isinstance(ev.body, dict):
-            cid = ev.compile_id or _text(ev.body.get("compile_id"))
-            if cid is None:
-                continue
-            seconds = _metric_seconds(ev.name, ev.body)
-            entry = out.setdefault(cid, CompileTime(cid, None))
-            if seconds is not None:
-                entry.seconds = round((entry.seconds or 0.0) + seconds, 3)
-        elif ev.name == "chromium_event" and ev.compile_id is not None:
+    for cid, comp in model.compiles.items():  # the model's one value (core/model/consumers.py)
+        if comp.compile_time_s is not None or comp.metrics:
+            out[cid] = CompileTime(cid, comp.compile_time_s)
+    for ev in model.documents.of("chromium_event"):
+        if ev.compile_id is not None:
             step = _step(ev.payload)
             if step is not None:
                 steps.setdefault(ev.compile_id, []).append(step)
@@ -127,16 +122,6 @@ def compile_times(model: RunModel) -> dict[str, CompileTime]:
     return out
 
 
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _metric_seconds(name: str, body: dict[str, Any]) -> float | None:
-    if name == "compilation_metrics":
-        return seconds(body.get("entire_frame_compile_time_s"))
-    return seconds(body.get("duration_us"), 1e-6)
-
-
 def _step(payload: str | None) -> dict[str, Any] | None:
     try:
         step = json.loads(payload or "")
@@ -144,9 +129,23 @@ def _step(payload: str | None) -> dict[str, Any] | None:
         return None
     if not isinstance(step, dict) or step.get("ph") not in ("B", "E"):
         return None
-    if not isinstance(step.get("name"), str) or seconds(step.get("ts"), 1e-6) is None:
+    if not isinstance(step.get("name"), str) or not _timestamp(step.get("ts")):
         return None
     return step
+
+
+# A chromium step's `ts` is a point in time (µs since the epoch), not a duration: any finite,
+# non-negative number below this (year 2286) is one; a 300-digit integer or NaN is not.
+MAX_TIMESTAMP_US = 1e19
+
+
+def _timestamp(value: Any) -> bool:
+    if type(value) not in (int, float):
+        return False
+    try:
+        return math.isfinite(value) and 0 <= value < MAX_TIMESTAMP_US
+    except OverflowError:
+        return False
 
 
 def _attribute(steps: list[dict[str, Any]]) -> tuple[dict[str, float], list[dict[str, Any]]]:

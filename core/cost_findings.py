@@ -11,8 +11,8 @@ import functools
 from collections import Counter
 from typing import Any
 
-from tcx.core.cost import FINDING_SHARE, KERNEL_SHARE, Cost, Finding, FunctionCost, Row
 from tcx.core.cost_gpu import Peaks
+from tcx.core.cost_measurements import FINDING_SHARE, KERNEL_SHARE, Cost, Finding, FunctionCost, Row
 
 
 def findings(cost: Cost, ex: Any, peaks: Peaks | None) -> list[Finding]:

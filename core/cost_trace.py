@@ -10,7 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from tcx import __version__
-from tcx.core.cost import ATTRIBUTION, SCHEMA, Cost
+from tcx.core.cost import ATTRIBUTION, SCHEMA
+from tcx.core.cost_measurements import Cost
 from tcx.core.cost_profile import CallProfile
 from tcx.core.errors import UsageError
 

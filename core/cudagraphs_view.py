@@ -14,10 +14,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
 from tcx.core.frames import innermost_user_frame, parse_stack_trace
-from tcx.core.preview_notes import preview_notes
+from tcx.core.model import RunModel
+from tcx.core.preview_notes import preview_notes, resolve_device
 from tcx.core.selection import Selection, whole_run
 
 SCHEMA = "tcx.cudagraphs/1"
@@ -98,12 +98,9 @@ def build_cudagraphs(
     model: RunModel, selection: Selection | None = None, *, device: str = "run"
 ) -> CudagraphsView:
     selection = selection or whole_run(model)
+    device = resolve_device(model, device)  # a saved preview shows the preview
     preview = device.startswith("cuda:")
-    events = [
-        e
-        for e in model.recorder_events
-        if e.get("kind") == "cudagraph" and selection.includes(e.get("compile_id"))
-    ]
+    events = [e for e in model.captures.of("cudagraph") if selection.includes(e.get("compile_id"))]
     keys: list[tuple[str | None, str | None]] = []
     for e in events:
         if e.get("event") in ("partitions", "decided", "cudagraphified", "captured", "skip"):

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcx import __version__
+from tcx.core.kernel_compare import compare_kernels
 from tcx.core.run_facts import COUNT_KEYS, WORSE_WHEN_HIGHER, site_key
 
 SCHEMA = "tcx.diff/1"
@@ -31,6 +32,8 @@ class Diff:
     compile_time: dict[str, tuple[float | None, float | None]]
     # (cache, state) -> lookups in A and in B (core/cache_view.py; runs recorded with caches on)
     caches: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    # kernel by kernel (core/kernel_compare.py): identical, differ, not_compared, only_in_a/b
+    kernels_compared: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def conditions_differ(self) -> list[str]:
@@ -69,6 +72,7 @@ class Diff:
             "graph_breaks_changed": [{"a": x, "b": y} for x, y in self.breaks_changed],
             "kernels_added": self.kernels_added,
             "kernels_removed": self.kernels_removed,
+            "kernels_compared": self.kernels_compared,
             "compile_time_s": {k: {"a": a, "b": b} for k, (a, b) in self.compile_time.items()},
             "caches": {f"{c}.{s}": {"a": a, "b": b} for (c, s), (a, b) in self.caches.items()},
             "conditions_differ": self.conditions_differ,
@@ -121,6 +125,7 @@ def diff(a: dict[str, Any], b: dict[str, Any]) -> Diff:
         kernels_removed=sorted((a_kernels - b_kernels).elements()),
         compile_time={p: (a["compile_time_s"].get(p), b["compile_time_s"].get(p)) for p in phases},
         caches=_caches(a.get("caches") or {}, b.get("caches") or {}),
+        kernels_compared=compare_kernels(a["kernels"], b["kernels"]),
     )
 
 

@@ -9,12 +9,11 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.analysis import Compile, Frame, GraphBreak, Recompile, RunModel, resume_target
 from tcx.core.envelope import envelope
-from tcx.core.observed import child_processes
+from tcx.core.model import Compile, Frame, GraphBreak, Recompile, RunModel, resume_target
 from tcx.core.remedies import LIBRARY_REMEDY, remedy_for
 from tcx.core.restarts import Restart, restarts
-from tcx.core.selection import Selection, passes_through, whole_run
+from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.names import parse_resume, resume_name
 
 if TYPE_CHECKING:
@@ -118,13 +117,10 @@ class Explanation:
 def explain(model: RunModel, selection: Selection | None = None) -> Explanation:
     selection = selection or whole_run(model)
     compiles = {cid: c for cid, c in model.compiles.items() if selection.includes(cid)}
-    fn = selection.function
     breaks = [
-        b
-        for b in model.graph_breaks
-        if selection.includes(b.compile_id) or (fn is not None and passes_through(b, fn))
+        b for b in model.graph_breaks if selection.includes(b.compile_id) and selection.shows_site(b.key)
     ]
-    sites = _sites(breaks, compiles)
+    sites = _sites(breaks, model.compiles)  # a region names its resume compile, selected or not
     _rank_by_measured_cost(model, selection, sites)
     failed = [
         _failed_frame(c, [b for b in breaks if b.compile_id == c.compile_id])
@@ -148,6 +144,7 @@ def explain(model: RunModel, selection: Selection | None = None) -> Explanation:
 
 
 def _sites(breaks: list[GraphBreak], compiles: dict[str, Compile]) -> list[BreakSite]:
+    resumes = _ResumeCompiles(compiles)
     groups: dict[tuple, list[GraphBreak]] = {}
     for b in breaks:
         groups.setdefault(b.key, []).append(b)
@@ -169,7 +166,7 @@ def _sites(breaks: list[GraphBreak], compiles: dict[str, Compile]) -> list[Break
             suggestion=_suggestion(first, in_library),
             entry_frame=_entry_frame(first.user_stack) if in_library else None,
         )
-        site.regions = [_region(e, compiles) for e in events]
+        site.regions = [_region(e, compiles, resumes) for e in events]
         sites.append(site)
     order = {id(s): i for i, s in enumerate(sites)}
     sites.sort(key=lambda s: (not s.frame_skipped, -len(s.occurrences), order[id(s)]))
@@ -179,7 +176,7 @@ def _sites(breaks: list[GraphBreak], compiles: dict[str, Compile]) -> list[Break
 def _rank_by_measured_cost(model: RunModel, selection: Selection, sites: list[BreakSite]) -> None:
     """Worst first by what each break costs per call when the run was measured (`tcx cost`); the
     order above breaks ties and ranks what was not measured."""
-    from tcx.core.cost import measured_break_ms
+    from tcx.core.cost_measurements import measured_break_ms
 
     measured = measured_break_ms(model, selection)
     if not measured:
@@ -205,8 +202,26 @@ def _entry_frame(stack: list[Frame]) -> Frame | None:
     return None
 
 
-def _region(b: GraphBreak, compiles: dict[str, Compile]) -> dict[str, Any]:
-    """Which compiled region ended at this break, and where execution resumed."""
+class _ResumeCompiles:
+    """Which compile of a resume function a break resumed in: the first one after the compile that
+    broke (a recompile of the function resumes in the resume function's own recompile)."""
+
+    def __init__(self, compiles: dict[str, Compile]) -> None:
+        self.order = {cid: i for i, cid in enumerate(compiles)}
+        self.by_name: dict[str, list[str]] = {}
+        for cid, comp in compiles.items():
+            if comp.co_name:
+                self.by_name.setdefault(comp.co_name, []).append(cid)
+
+    def of(self, name: str, broke_in: str | None) -> str | None:
+        found = self.by_name.get(name, [])
+        after = self.order.get(broke_in or "", -1)
+        return next((cid for cid in found if self.order[cid] > after), found[0] if found else None)
+
+
+def _region(b: GraphBreak, compiles: dict[str, Compile], resumes: _ResumeCompiles) -> dict[str, Any]:
+    """Which compiled region ended at this break, and where execution resumed (`compiles`: every
+    compile of the run, so a selection of one compile still names the compile it resumed in)."""
     comp = compiles.get(b.compile_id or "")
     frame_name = comp.co_name if comp else b.frame
     region: dict[str, Any] = {
@@ -225,8 +240,7 @@ def _region(b: GraphBreak, compiles: dict[str, Compile]) -> dict[str, Any]:
         base = resume_target(comp)[0] if comp and comp.is_resume else frame_name
         name = resume_name(base, line)
         region["resume_function"] = name
-        hits = [c.compile_id for c in compiles.values() if c.co_name == name]
-        region["resumed_in"] = hits[0] if hits else None
+        region["resumed_in"] = resumes.of(name, b.compile_id)
     return region
 
 
@@ -321,45 +335,4 @@ def _site_json(s: BreakSite) -> dict[str, Any]:
         "compile_ids": [e.compile_id for e in s.occurrences],
         "regions": s.regions,
         "measured_ms_per_call": s.measured_ms,
-    }
-
-
-def backend_info(m: RunModel) -> dict[str, Any]:
-    from tcx.core.run_conditions import run_conditions
-
-    return run_conditions(m).to_json()
-
-
-def program_failed(m: RunModel) -> bool:
-    """The target did not end well (raised, exited non-zero, crashed, timed out); a log says nothing."""
-    return program_status(m)["status"] not in ("ok", "not recorded")
-
-
-def program_status(m: RunModel) -> dict[str, Any]:
-    """How the target ended: ok, exception, exit, crash, timeout (what the parent and child saw)."""
-    pe = m.program_exit or {}
-    oc = m.outcome or {}
-    status = pe.get("status")
-    if oc.get("interrupted"):  # tcx got SIGINT/SIGTERM and stopped the program
-        status = "interrupted"
-    elif oc.get("timed_out"):
-        status = "timeout"
-    elif status is None and oc:
-        status = "crashed" if oc.get("signal") else "died"
-    elif status is None:
-        status = "unknown" if m.source_kind != "trace" else "not recorded"
-    exit_code = pe.get("exit_code", oc.get("returncode"))
-    if status in ("exception", "syntax") and "exit_code" not in pe:
-        exit_code = 1  # older recordings left it out; Python exits 1 on an uncaught exception
-    return {
-        "status": status,
-        "exit_code": exit_code,
-        "exc_type": pe.get("exc_type"),
-        "message": pe.get("message"),
-        "traceback": pe.get("traceback"),
-        "signal": oc.get("signal"),
-        "interrupted_by": oc.get("interrupted_by"),
-        "timeout_s": oc.get("timeout_s"),
-        "output_tail": oc.get("output_tail"),
-        "child_processes": child_processes(m).to_json(),
     }

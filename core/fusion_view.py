@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import RunModel
 from tcx.core.codegen_view import CodegenView, Kernel, build_codegen, device_envelope
+from tcx.core.model import RunModel
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.output_code import Step, decode_name
 
@@ -112,10 +112,10 @@ def build_fusion(
 ) -> FusionView:
     selection = selection or whole_run(model)
     codegen = build_codegen(model, selection, device=device, graph=graph)
-    want_cuda = device.startswith("cuda:")
+    want_cuda = codegen.device.startswith("cuda:")  # a saved preview shows the preview
     graphs: list[GraphFusion] = []
-    for ev in model.recorder_events:
-        if ev.get("kind") != "fusion" or "nodes" not in ev or not selection.includes(ev.get("compile_id")):
+    for ev in model.captures.of("fusion"):
+        if "nodes" not in ev or not selection.includes(ev.get("compile_id")):
             continue
         device = str(ev.get("device") or "")
         if want_cuda and "cuda" not in device:

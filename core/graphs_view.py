@@ -12,9 +12,10 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
+from tcx.core.model import RunModel
 from tcx.core.selection import Selection, whole_run
+from tcx.core.torchtext.dtypes import human_bytes
 from tcx.core.torchtext.fx_graph import FxNode, op_base, parse_graph_nodes, saved_for_backward
 from tcx.core.trace_events import TraceEvent
 
@@ -194,16 +195,6 @@ class CompileGraphs:
         return doc
 
 
-def human_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    if n < 1024:
-        return f"{n} B"
-    if n < 1024 * 1024:
-        return f"{n / 1024:.4g} KiB"
-    return f"{n / 1024 / 1024:.4g} MiB"
-
-
 @dataclass
 class GraphsView:
     model: RunModel
@@ -218,9 +209,9 @@ class GraphsView:
 def build_graphs(model: RunModel, selection: Selection | None = None) -> GraphsView:
     selection = selection or whole_run(model)
     by_id: dict[str, CompileGraphs] = {}
-    for ev in model.trace_events:
-        kind = GRAPH_EVENTS.get(ev.name)
-        if kind is None or not ev.packed or not selection.includes(ev.compile_id or "?"):
+    for ev in model.documents.of(*GRAPH_EVENTS):
+        kind = GRAPH_EVENTS[ev.name]
+        if not ev.packed or not selection.includes(ev.compile_id or "?"):
             continue  # (`packed`: an empty payload, without reading one left on disk)
         cid = ev.compile_id or "?"
         comp = by_id.setdefault(cid, CompileGraphs(cid))
@@ -229,8 +220,8 @@ def build_graphs(model: RunModel, selection: Selection | None = None) -> GraphsV
             if "forward" not in comp.graphs and "backward" not in comp.graphs:
                 kind = "post_grad_inference"
         comp.graphs.add(kind, ev)
-    for ev in getattr(model, "recorder_events", []):
-        if ev.get("kind") == "partitioner_log" and ev.get("compile_id") in by_id:
+    for ev in model.captures.of("partitioner_log"):
+        if ev.get("compile_id") in by_id:
             by_id[ev["compile_id"]].partitioner_log.append(str(ev.get("message", "")))
     return GraphsView(model, selection, list(by_id.values()))
 

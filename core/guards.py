@@ -13,13 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
 from tcx.core.lazy_items import LazyItems
+from tcx.core.model import RunModel
 from tcx.core.selection import Selection, whole_run
-from tcx.core.torchtext.guards import guard_tree_leaves, tensor_match_text
+from tcx.core.torchtext.guards import guard_tree_leaves, shape_guard_text, tensor_match_text
 from tcx.core.torchtext.locations import guard_location
-from tcx.core.trace_view import shape_guard_text
 
 SCHEMA = "tcx.guards/1"
 _ROOT = re.compile(r"^(?P<scope>[LG])\[['\"](?P<name>[^'\"]+)['\"]\]")
@@ -94,34 +93,21 @@ class GuardsView:
         return len(self.entries)
 
 
-def build_guards(
-    model: RunModel, selection: Selection | None = None, compile_id: str | None = None
-) -> GuardsView:
+def build_guards(model: RunModel, selection: Selection | None = None) -> GuardsView:
     selection = selection or whole_run(model)
-    events = model.recording.events if model.recording else []
-    alive: dict[str, bool] = {}
-    saw_cache_walk = False
-    for e in events:
-        if e.get("kind") == "cache_entries":
-            saw_cache_walk = True
-            for cid in e.get("compile_ids") or []:
-                alive[cid] = True
-    entries = [
-        _live_entry(e, model, alive if saw_cache_walk else None) for e in events if e.get("kind") == "guards"
-    ]
+    walks = model.captures.of("cache_entries")
+    alive = {cid: True for e in walks for cid in e.get("compile_ids") or []}
+    entries = [_live_entry(e, model, alive if walks else None) for e in model.captures.of("guards")]
     entries = [e for e in entries if e is not None]
-    trees = [] if entries else [ev for ev in model.trace_events if ev.name == "dynamo_cpp_guards_str"]
+    trees = [] if entries else model.documents.of("dynamo_cpp_guards_str")
     reason = None
     if not entries and not trees:
         features = (model.run_start or {}).get("features") or {}
         reason = features.get("guards") or "no compiled frame produced guards in this run"
 
-    def wanted(cid: str | None) -> bool:
-        return selection.includes(cid) and (not compile_id or cid == compile_id)
-
-    entries = [e for e in entries if wanted(e.compile_id)]
+    entries = [e for e in entries if selection.includes(e.compile_id)]
     if trees:  # a log's guard trees, each parsed when the view reaches it
-        trees = [ev for ev in trees if wanted(ev.compile_id)]
+        trees = [ev for ev in trees if selection.includes(ev.compile_id)]
         return GuardsView(model, selection, LazyItems(trees, lambda ev: _tree_entry(ev, model)), None)
     return GuardsView(model=model, selection=selection, entries=entries, unavailable=reason)
 

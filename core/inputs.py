@@ -5,8 +5,8 @@ Shared by the CLI (cli/session.py), the Python API (`tcx.load`) and `tcx mcp`.
 
 from __future__ import annotations
 
-from tcx.core.analysis import RunModel, build_model
 from tcx.core.errors import UsageError
+from tcx.core.model import RunModel, build_model
 from tcx.core.targets import FileTarget, resolve_target
 
 

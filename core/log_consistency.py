@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from tcx.core.analysis import Compile, GraphBreak, RunModel
+from tcx.core.model import Compile, GraphBreak, RunModel
 from tcx.core.torchtext.names import parse_resume
 
 BREAK_RECORD = "artifact:dynamo_graph_break_reason"
@@ -64,7 +64,7 @@ def writes_break_records(model: RunModel) -> bool:
     m = _VERSION.match(model.torch_version or "")
     if m and (int(m[1]), int(m[2])) >= WRITES_BREAK_RECORDS:
         return True
-    return any(ev.name == BREAK_RECORD for ev in model.trace_events)
+    return bool(model.documents.of(BREAK_RECORD))
 
 
 def _count_and_resume_disagreements(model: RunModel) -> Iterator[str]:
@@ -74,7 +74,7 @@ def _count_and_resume_disagreements(model: RunModel) -> Iterator[str]:
     broke: dict[Any, set[str]] = {}  # rank -> base functions with a break record so far
     unknown_frame: dict[Any, bool] = {}  # rank -> a break record whose function is unknown came first
     resumed_seen: set[tuple[Any, str]] = set()
-    for ev in model.trace_events:
+    for ev in model.documents.of(BREAK_RECORD, "dynamo_start", "compilation_metrics"):
         rank = ev.rank
         if ev.name == BREAK_RECORD:
             break_count[rank] = break_count.get(rank, 0) + 1
@@ -124,8 +124,8 @@ def _frame_name(comp: Compile | None) -> str | None:
 
 
 def _unfinished_compiles(model: RunModel) -> Iterator[str]:
-    started = [ev.compile_id for ev in model.trace_events if ev.name == "dynamo_start" and ev.compile_id]
-    ended = {ev.compile_id for ev in model.trace_events if ev.name == "compilation_metrics"}
+    started = [ev.compile_id for ev in model.documents.of("dynamo_start") if ev.compile_id]
+    ended = {ev.compile_id for ev in model.documents.of("compilation_metrics")}
     for cid in dict.fromkeys(started):
         if cid not in ended:
             comp = model.compiles.get(cid)

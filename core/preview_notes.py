@@ -1,30 +1,36 @@
 """What a CUDA preview assumed and what it cannot know, read off its recording (torch-free).
 
-The preview (core/recorder/compat_fakecuda.py) runs the whole pipeline on fake CUDA tensors;
-where a decision needs a real GPU it records the decision and its assumption
+The preview (core/recorder/compat_fakecuda.py) runs the whole program on fake CUDA tensors that
+carry their values; where a decision needs a real GPU it records the decision and its assumption
 (`cuda_preview_decision`), and it records the device it assumed (`cuda_preview_device`).
 This module turns those events, and the way the program ended, into the notes every view
-of a preview prints: a preview is exact except where one of these notes says otherwise.
+of a preview prints: a preview is exact except where one of these notes says otherwise. It also
+tells a view that a recording is a preview, so a saved preview opens without --target.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tcx.core.analysis import RunModel
-from tcx.core.frames import innermost_user_frame, parse_stack_trace
+from tcx.core.model import RunModel
+from tcx.core.model.failure import failure
 
 # Always true of a preview, whatever the program does.
 CANNOT_KNOW = (
-    "values: the program runs on fake tensors (shapes, dtypes, strides; no data), so nothing "
-    "is computed and a line that needs a value (.item(), printing values, numpy) stops the preview",
+    "values: the program computes on the CPU while it compiles for the GPU, so lines that need a "
+    "value (.item(), an if on a tensor, printing) run on; but random numbers drawn on the CUDA device "
+    "come from a CPU generator (seeded from the CUDA generator's state) and float results can differ "
+    "from the GPU's in their last bits: a branch on a value near its threshold can go the other way",
     "runtime choices: which of the configs listed in each Triton kernel the GPU picks at its first "
     "launch (and coordinate-descent tuning) are timed on the GPU",
     "CUDA graphs at run time: recording, replay, re-recording for new shapes and mutations of "
     "non-static inputs are decided when a graph runs on the GPU",
+    "device memory: nothing is allocated on a device, so torch.cuda.memory_allocated() and the "
+    "other memory statistics read 0",
 )
-# Exceptions that mean "the program needed a tensor's value".
+# Exceptions that mean "the program needed a tensor's value" the preview could not give it.
 VALUE_ERRORS = (
+    "PreviewValueUnknown",
     "DataDependentOutputException",
     "GuardOnDataDependentSymNode",
     "DynamicOutputShapeException",
@@ -37,15 +43,26 @@ WHY = {
 }
 
 
+def recorded_preview(model: RunModel) -> str | None:
+    """The architecture a CUDA preview recording was made for (`sm_90`), None for any other run."""
+    device = model.captures.first("cuda_preview_device")
+    return (str(device.get("arch") or "") or None) if device else None
+
+
+def resolve_device(model: RunModel, device: str) -> str:
+    """The code a view shows: what ran (`run`), or for a recording of a CUDA preview, the preview
+    (so a saved preview opens in every view without --target)."""
+    if device == "run":
+        arch = recorded_preview(model)
+        if arch:
+            return f"cuda:{arch}"
+    return device
+
+
 def preview_notes(model: RunModel, arch: str | None) -> dict[str, Any]:
-    device = next(
-        (e for e in model.recorder_events if e.get("kind") == "cuda_preview_device"),
-        None,
-    )
+    device = model.captures.first("cuda_preview_device")
     decisions = []
-    for e in model.recorder_events:
-        if e.get("kind") != "cuda_preview_decision":
-            continue
+    for e in model.captures.of("cuda_preview_decision"):
         decisions.append(
             {
                 "decision": e.get("decision"),
@@ -89,17 +106,19 @@ def _what(e: dict[str, Any]) -> str:
 
 
 def _stopped(model: RunModel) -> str | None:
-    """Where the program stopped because it needed a value, if it did."""
+    """Where a previewed program stopped, with torch's message, when it did not finish."""
+    f = failure(model)
+    if f is None or f.status not in ("exception", "exit", "crashed", "timeout"):
+        return None
+    frame = f.raised_at or f.called_from
+    where = f"{frame.file}:{frame.line}" if frame else "an unknown line"
+    code = f" ({frame.code.strip()})" if frame and frame.code else ""
+    first = (f.message or "").strip().splitlines()[0][:400] if f.message else ""
+    text = f"the program stopped at {where}{code}: {f.headline}" + (f": {first}" if first else "")
     exit_event = model.program_exit or {}
-    if exit_event.get("status") != "exception":
-        return None
     exc = str(exit_event.get("exc_type") or "")
-    message = str(exit_event.get("message") or "")
-    if exc not in VALUE_ERRORS and not any(name in message for name in VALUE_ERRORS):
-        return None
-    frame = innermost_user_frame(parse_stack_trace(str(exit_event.get("traceback") or "")))
-    where = f"{frame['file']}:{frame['line']}" if frame else "an unknown line"
-    return (
-        f"the program stopped at {where} ({exc}): it needs a tensor's value, which a preview does "
-        "not compute; compiles after that line are not previewed"
-    )
+    if exc in VALUE_ERRORS or any(name in str(exit_event.get("message") or "") for name in VALUE_ERRORS):
+        text += " (the line needs a value the preview could not compute on the CPU)"
+    elif "missing kernel for cuda" in first or "from the 'CPU' backend" in first:
+        text += " (a CUDA kernel with no CPU counterpart: the preview computes values on the CPU)"
+    return text + "; compiles after that line are not previewed"

@@ -14,7 +14,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import RunModel, build_model
+from tcx.core.model import RunModel, build_model
 from tcx.core.recording import Recording
 from tcx.core.torchtext.output_code import count_kernels
 from tcx.core.trace_events import event_rank
@@ -77,9 +77,7 @@ def split_by_rank(rec: Recording, only: Collection[int] | None = None) -> dict[i
 def summarize(models: dict[int, RunModel]) -> list[RankSummary]:
     out = []
     for rank, m in models.items():
-        kernels = sum(
-            count_kernels(ev.payload or "") for ev in m.trace_events if ev.name == "inductor_output_code"
-        )
+        kernels = sum(count_kernels(ev.payload or "") for ev in m.documents.of("inductor_output_code"))
         out.append(
             RankSummary(
                 rank=rank,
@@ -144,7 +142,8 @@ def _facts_by_compile(m: RunModel) -> dict[str, dict[str, Any]]:
             "cache": [],
             "collectives": None,
         }
-    for ev in m.trace_events:
+    compared = ("dynamo_output_graph", "dynamo_cpp_guards_str", "artifact:*cache_*", "artifact:*collective*")
+    for ev in m.documents.of(*compared):
         f = facts.get(ev.compile_id or "")
         if f is None:
             continue
@@ -292,11 +291,8 @@ class HangReport:
 def last_events(models: dict[int, RunModel]) -> list[RankLastEvent]:
     out = []
     for rank, m in models.items():
-        own = [e for e in m.trace_events if e.rank == rank]
-        last = next(
-            (e for e in reversed(own) if e.compile_id and e.name not in _QUIET_EVENTS),
-            None,
-        )
+        own = [e for e in m.documents if e.rank == rank]
+        last = next((e for e in reversed(own) if e.compile_id and e.name not in _QUIET_EVENTS), None)
         cid = last.compile_id if last else None
         comp = m.compiles.get(cid or "")
         frame = None

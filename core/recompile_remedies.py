@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from tcx.core.shape_facts import CompileShapes, Dim, Specialization, UserLine, marked_dynamic
 
 if TYPE_CHECKING:
-    from tcx.core.analysis import RunModel
+    from tcx.core.model import RunModel
     from tcx.core.recompiles import Call, FailedGuard
 
 CAUSES = {

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import Any
 
-from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
+from tcx.core.model import Recompile, RunModel
 from tcx.core.recompile_remedies import RemedyContext, explain_call
 from tcx.core.selection import Selection, whole_run
 from tcx.core.shape_facts import shape_facts
@@ -276,20 +276,22 @@ class RecompileReport:
 
 def analyze(model: RunModel, selection: Selection | None = None) -> RecompileReport:
     selection = selection or whole_run(model)
-    rec_events = model.recorder_events
-    frame_calls = [e for e in rec_events if e.get("kind") == "frame_call" and "hook_error" not in e]
-    checks = [e for e in rec_events if e.get("kind") == "guard_check" and "hook_error" not in e]
-    configs = [e for e in rec_events if e.get("kind") == "recompile_config"]
-    dropped, dropped_by_entry = _unlisted_hits(rec_events)
+    captured = model.captures
+    frame_calls = [e for e in captured.of("frame_call") if "hook_error" not in e]
+    checks = [e for e in captured.of("guard_check") if "hook_error" not in e]
+    configs = captured.of("recompile_config")
+    dropped_events = captured.of("frame_calls_dropped")
+    dropped, dropped_by_entry = _unlisted_hits(dropped_events)
     if dropped_by_entry is not None and not selection.whole_run:
         dropped = sum(n for cid, n in dropped_by_entry.items() if selection.includes(cid))
     # The final count is written at the end of the run; without it (a crash) the count is a floor.
-    dropped_exact = any(e.get("kind") == "frame_calls_dropped" and e.get("final") for e in rec_events)
-    live = bool(frame_calls) or any(e.get("kind") == "recompile_config" for e in rec_events)
+    dropped_exact = any(e.get("final") for e in dropped_events)
+    live = bool(frame_calls or configs)
     names = _compile_names(model)
-    guards = _guards_by_compile(model.trace_events)
-    reasons = [_reason(ev, names) for ev in model.trace_events if ev.name == "artifact:recompile_reasons"]
-    promotions = _promotions(model.trace_events)
+    guards = _guards_by_compile(model.documents.of("dynamo_cpp_guards_str"))
+    # One rule for every view and torch version: the model's recompiles (core/model/consumers.py).
+    reasons = [_reason(r, names) for r in model.recompiles]
+    promotions = _promotions(model.documents.of(*_PROMOTION_EVENTS, "compilation_metrics"))
     limit = _limit(model, configs, selection)
     reasons = [r for r in reasons if selection.includes(r.compile_id)]
     if frame_calls:
@@ -304,7 +306,7 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     ctx = RemedyContext(model, calls, limit, shape_facts(model), states)
     for call in calls:
         explain_call(call, ctx)
-    what_ifs = [_what_if(e, names) for e in rec_events if e.get("kind") == "what_if"]
+    what_ifs = [_what_if(e, names) for e in captured.of("what_if")]
     what_ifs = [w for w in what_ifs if selection.includes_function(w.function)]
     return RecompileReport(
         model=model,
@@ -320,10 +322,9 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     )
 
 
-def _unlisted_hits(rec_events: list[dict[str, Any]]) -> tuple[int, dict[str, int] | None]:
+def _unlisted_hits(counts: list[dict[str, Any]]) -> tuple[int, dict[str, int] | None]:
     """The hits that were counted, not listed: their number, and per cache entry (compile id) when
     the recording says which entry served them (one made before tcx wrote `by_entry` does not)."""
-    counts = [e for e in rec_events if e.get("kind") == "frame_calls_dropped"]
     if not counts:
         return 0, {}
     last = max(counts, key=lambda e: int(e.get("count", 0)))
@@ -393,11 +394,10 @@ def parse_failure(text: str, entry: str = "?") -> FailedGuard:
     )
 
 
-def _reason(ev: TraceEvent, names: dict[str, str]) -> Reason:
-    payload = ev.payload or ""
-    failures = [parse_failure(text, entry) for entry, text in guard_text.recompile_reasons(payload)]
-    function = names.get(ev.compile_id or "") or names.get(f"frame:{ev.frame_id}")
-    return Reason(compile_id=ev.compile_id, function=function, failures=failures, text=_reason_text(payload))
+def _reason(r: Recompile, names: dict[str, str]) -> Reason:
+    failures = [parse_failure(text, entry) for entry, text in guard_text.recompile_reasons(r.payload)]
+    function = names.get(r.compile_id or "") or names.get(f"frame:{r.frame_id}")
+    return Reason(compile_id=r.compile_id, function=function, failures=failures, text=_reason_text(r.payload))
 
 
 def _reason_text(payload: str) -> str:

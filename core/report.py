@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
-from tcx.core.explain import Explanation, explain, program_status
+from tcx.core.explain import Explanation, explain
 from tcx.core.explain import to_json as explain_json
+from tcx.core.model import RunModel
 from tcx.core.run_facts import run_facts
 from tcx.core.selection import Selection, whole_run
 from tcx.core.views import all_captures, report_views
@@ -120,7 +120,8 @@ def build_report(model: RunModel, selection: Selection | None = None) -> Report:
 
 def _cost(model: RunModel, selection: Selection, failures: dict[str, str]) -> Any:
     """The run's cost measurement, when it has one (a `tcx cost` recording)."""
-    from tcx.core.cost import build_cost, has_cost
+    from tcx.core.cost import build_cost
+    from tcx.core.cost_measurements import has_cost
 
     if not has_cost(model):
         return None
@@ -259,11 +260,9 @@ def _problems(ex: Explanation, recompiles: RecompileReport | None) -> list[Probl
                 3, "recompiles", f"{ex.recompile_count} recompile(s)", detail or "see the recompiles view"
             )
         )
-    status = program_status(ex.model)
-    if status["status"] not in ("ok", "not recorded"):
-        out.append(
-            Problem(0, "program", f"the program ended: {status['status']}", str(status.get("message") or ""))
-        )
+    status = ex.model.status.program
+    if status.failed:
+        out.append(Problem(0, "program", f"the program ended: {status.status}", str(status.message or "")))
     out.sort(key=lambda p: p.rank)
     return out
 

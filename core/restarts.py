@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tcx.core.analysis import RunModel
+from tcx.core.model import RunModel
 from tcx.core.shape_facts import number_text
 from tcx.core.torchtext import guards as guard_text
 
@@ -52,16 +52,18 @@ class Restart:
 
 def restarts(model: RunModel) -> list[Restart]:
     """Every abandoned attempt of the run, in compile order."""
-    attempts: dict[str, int] = {}
+    attempts = {cid: c.attempts - 1 for cid, c in model.compiles.items()}  # the last attempt of each
     floats: dict[tuple[str, int], dict[str, str]] = {}  # (cid, attempt) -> float symbol -> source
     specialized: dict[tuple[str, int], dict[str, str]] = {}  # (cid, attempt) -> symbol -> value
     breaks: set[tuple[str, int]] = set()  # attempts that logged a graph break
     graphs: dict[tuple[str, int], int] = {}
-    for ev in model.trace_events:
+    if not any(attempts.values()):
+        return []
+    shown = ("create_symbol", "symbolic_shape_specialization", "artifact:dynamo_graph_break_reason")
+    for ev in model.documents.of(*shown, "dynamo_output_graph"):
         cid = ev.compile_id
         if not cid:
             continue
-        attempts[cid] = max(attempts.get(cid, 0), ev.attempt)
         if ev.name == "create_symbol" and isinstance(ev.body, dict):
             symbol = str(ev.body.get("symbol", ""))
             if symbol.startswith("zf"):  # torch's SymT.FLOAT prefix
@@ -82,7 +84,7 @@ def restarts(model: RunModel) -> list[Restart]:
             continue
         comp = model.compiles.get(cid)
         reasons = [str(r) for r in (comp.restart_reasons if comp else [])]
-        for attempt in range(last):
+        for attempt in sorted(a for a in comp.seen_attempts if a < last) if comp else ():
             restart = _restart(cid, attempt, reasons, floats, specialized, breaks)
             out.append(replace(restart, graphs=graphs.get((cid, attempt), 0)))
     return out

@@ -10,14 +10,14 @@ import os
 from typing import Any
 
 from tcx import __version__
-from tcx.core.analysis import RunModel
 from tcx.core.budgets import COUNT_KEYS
 from tcx.core.cache_view import cache_counts
-from tcx.core.envelope import SOURCE_KINDS, run_device
+from tcx.core.envelope import SOURCE_KINDS
 from tcx.core.event_schema import seconds
-from tcx.core.explain import BreakSite, Explanation, backend_info, explain
+from tcx.core.explain import BreakSite, Explanation, explain
+from tcx.core.kernel_compare import kernel_facts
+from tcx.core.model import RunModel
 from tcx.core.selection import Selection, whole_run
-from tcx.core.torchtext.output_code import kernel_definitions
 
 # Where a higher number is worse (a regression); compile_count follows graphs/recompiles.
 WORSE_WHEN_HIGHER = (
@@ -48,8 +48,8 @@ def run_facts(
         "torch_version": model.torch_version,
         "target": model.target,
         "source_kind": SOURCE_KINDS.get(model.source_kind, model.source_kind),
-        "backend": backend_info(model),
-        "device": run_device(model, selection),
+        "backend": model.status.conditions.to_json(),
+        "device": model.status.device(selection),
         "selection": selection.to_json(),
         "counts": {k: getattr(ex, k) for k in COUNT_KEYS},
         "graph_breaks": [_site(s) for s in ex.sites],
@@ -83,12 +83,8 @@ def _recompile_reasons(model: RunModel, selection: Selection) -> list[str]:
 
 
 def _kernels(model: RunModel, selection: Selection) -> list[dict[str, Any]]:
-    out = []
-    for ev in model.trace_events:
-        if ev.name == "inductor_output_code" and selection.includes(ev.compile_id):
-            for name, kind, _source, _comment in kernel_definitions(ev.payload or ""):
-                out.append({"name": name, "kind": kind, "compile_id": ev.compile_id})
-    return out
+    """Each kernel with its graph and source fingerprint (a CUDA preview's kernels for a preview)."""
+    return kernel_facts(model, selection)
 
 
 def _phases(model: RunModel, selection: Selection) -> dict[str, float]:

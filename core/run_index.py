@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from tcx.core.analysis import RunModel
+from tcx.core.model import RunModel
 from tcx.core.selection import Selection
 from tcx.core.selectors import rank_of
 from tcx.core.torchtext.output_code import kernel_definitions
@@ -29,7 +29,7 @@ SHOWN_EVENTS: dict[str, tuple[str, ...]] = {
     "codegen": ("inductor_output_code",),
     "graphs": ("dynamo_output_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph"),
     "guards": ("dynamo_cpp_guards_str",),
-    "bytecode": ("artifact:",),  # *_ORIGINAL_BYTECODE / *_MODIFIED_BYTECODE (matched by suffix)
+    "bytecode": ("artifact:*_BYTECODE",),  # *_ORIGINAL_BYTECODE / *_MODIFIED_BYTECODE
     "fusion": (),
     "trace": (),
 }
@@ -65,22 +65,29 @@ def wants_index(view: str, model: RunModel, selection: Selection) -> bool:
 def estimated_lines(view: str, model: RunModel, selection: Selection) -> int:
     names = SHOWN_EVENTS.get(view, ())
     lines = LINES_PER_COMPILE * len(selection.compile_ids)
-    for ev in model.trace_events:
-        if _shown(ev, view, names) and selection.includes(ev.compile_id):
+    for ev in model.documents.of(*names) if names else ():
+        if selection.includes(ev.compile_id):
             lines += payload_lines(ev)
     kind, field = SHOWN_RECORDER.get(view, ("", ""))
-    events = model.recording.events if model.recording is not None else []
-    for e in events:
-        if kind and e.get("kind") == kind and selection.includes(e.get("compile_id")):
+    for e in model.captures.of(kind) if kind else ():
+        if selection.includes(e.get("compile_id")):
             n = len(e.get(field) or [])
-            lines += min(n, TRACE_TEXT_LIMIT) if view == "trace" else n
+            if view == "trace":
+                lines += min(n, TRACE_TEXT_LIMIT)
+            elif view == "fusion":
+                lines += fusion_lines(e)
+            else:
+                lines += n
     return lines
 
 
-def _shown(ev: TraceEvent, view: str, names: tuple[str, ...]) -> bool:
-    if view == "bytecode":
-        return ev.name.startswith("artifact:") and ev.name.endswith("_BYTECODE")
-    return ev.name in names
+def fusion_lines(event: dict[str, Any]) -> int:
+    """About how many lines `tcx fusion` prints for one graph: a node's line or two and one per line
+    of the user's that made it, a line per group and per reason a pair was not fused."""
+    nodes = event.get("nodes") or []
+    made_by = sum(len(n.get("user_lines") or []) for n in nodes if isinstance(n, dict))
+    reasons = {d.get("reason") for d in event.get("decisions") or [] if isinstance(d, dict)}
+    return 2 * len(nodes) + made_by + len(event.get("groups") or []) + len(reasons)
 
 
 def payload_lines(ev: TraceEvent) -> int:
@@ -121,8 +128,8 @@ def index_rows(model: RunModel, selection: Selection, view: str, target: str) ->
 def kernel_counts(model: RunModel, selection: Selection) -> dict[str, int]:
     """Kernels Inductor generated per compile id (only compiles with output code)."""
     counts: dict[str, int] = {}
-    for ev in model.trace_events:
-        if ev.name == "inductor_output_code" and ev.compile_id and selection.includes(ev.compile_id):
+    for ev in model.documents.of("inductor_output_code"):
+        if ev.compile_id and selection.includes(ev.compile_id):
             counts[ev.compile_id] = counts.get(ev.compile_id, 0) + len(kernel_definitions(ev.payload or ""))
     return counts
 

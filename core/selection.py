@@ -12,11 +12,11 @@ selected compiles (`Selection.includes_function`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tcx.core.analysis import Compile, GraphBreak, RunModel, resume_target
 from tcx.core.errors import UsageError
+from tcx.core.model import Compile, GraphBreak, RunModel, resume_target
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,8 @@ class Selection:
     compile_ids: tuple[str, ...]  # in the run's order
     whole_run: bool  # no function asked, or tcx called it itself (everything recorded is its)
     functions: frozenset[str] = frozenset()  # code names of the selected compiles
+    kernel: str | None = None  # `--kernel NAME`: only the kernels named so (or containing it)
+    site: tuple[str, str | None, int | None] | None = None  # one break site (type, file, line): browse
     _ids: frozenset[str] = field(default=frozenset(), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -38,8 +40,17 @@ class Selection:
         """For records that carry only a code name: is it the name of a chosen compile?"""
         return self.whole_run or (name is not None and name in self.functions)
 
+    def shows_kernel(self, name: str) -> bool:
+        return self.kernel is None or name == self.kernel or self.kernel in name
+
+    def shows_site(self, key: tuple[str, str | None, int | None]) -> bool:
+        return self.site is None or key == self.site
+
     def to_json(self) -> dict[str, Any]:
-        return {"function": self.function, "compile_ids": list(self.compile_ids)}
+        doc: dict[str, Any] = {"function": self.function, "compile_ids": list(self.compile_ids)}
+        if self.kernel is not None:
+            doc["kernel"] = self.kernel
+        return doc
 
 
 def whole_run(model: RunModel) -> Selection:
@@ -83,6 +94,22 @@ def select(model: RunModel, function: str | None, *, strict: bool = True) -> Sel
         whole_run=False,
         functions=frozenset(c.co_name for c in chosen if c.co_name),
     )
+
+
+def focus(
+    model: RunModel,
+    selection: Selection,
+    compile_ids: tuple[str, ...] = (),
+    *,
+    kernel: str | None = None,
+    site: tuple[str, str | None, int | None] | None = None,
+) -> Selection:
+    """`selection` narrowed to these compiles (all of it when none is given), one kernel, one break
+    site: what `tcx browse` shows for one item of the run."""
+    if compile_ids:
+        names = frozenset(c.co_name for cid in compile_ids if (c := model.compiles.get(cid)) and c.co_name)
+        selection = Selection(None, tuple(compile_ids), whole_run=False, functions=names)
+    return replace(selection, kernel=kernel or selection.kernel, site=site or selection.site)
 
 
 def compiled_functions(model: RunModel) -> list[str]:

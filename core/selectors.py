@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tcx.core.analysis import RunModel
 from tcx.core.errors import UsageError
+from tcx.core.model import RunModel
 from tcx.core.selection import Selection
 from tcx.core.torchtext.output_code import kernel_definitions
 
@@ -72,6 +72,7 @@ def narrow(model: RunModel, selection: Selection, selectors: Selectors) -> Selec
         compile_ids=tuple(ids),
         whole_run=False,
         functions=frozenset(n for n in names if n),
+        kernel=selectors.kernel or selection.kernel,
     )
 
 
@@ -81,10 +82,9 @@ def choose(model: RunModel, function: str | None, selectors: Selectors = Selecto
 
     A function that chose nothing is a usage error, unless the program failed first (then the
     failure is what to report)."""
-    from tcx.core.explain import program_failed
     from tcx.core.selection import select
 
-    chosen = select(model, function, strict=not program_failed(model))
+    chosen = select(model, function, strict=not model.status.program.failed)
     return narrow(model, chosen, selectors)
 
 
@@ -130,8 +130,8 @@ def matches(spec: str, compile_id: str) -> bool:
 def compiles_with_kernel(model: RunModel, name: str) -> set[str]:
     """Compile ids whose Inductor output code defines a kernel named `name` (or containing it)."""
     out: set[str] = set()
-    for ev in model.trace_events:
-        if ev.name != "inductor_output_code" or not ev.compile_id or ev.compile_id in out:
+    for ev in model.documents.of("inductor_output_code"):
+        if not ev.compile_id or ev.compile_id in out:
             continue
         source = ev.payload or ""
         if name in source and any(name in k.name for k in kernel_definitions(source)):

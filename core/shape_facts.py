@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import RunModel
+from tcx.core.model import RunModel
 from tcx.core.torchtext import guards as guard_text
 from tcx.core.trace_events import Interner, TraceEvent
 
@@ -95,19 +95,17 @@ class CompileShapes:
 
 def shape_facts(model: RunModel) -> dict[str, CompileShapes]:
     """compile id -> what its last attempt's shape environment logged."""
+    events = model.documents.of(*_EVENTS)
     last_attempt: dict[str, int] = {}
-    for ev in model.trace_events:
-        if ev.compile_id and ev.name in _EVENTS:
+    for ev in events:
+        if ev.compile_id:
             last_attempt[ev.compile_id] = max(last_attempt.get(ev.compile_id, 0), ev.attempt)
-    interner = Interner()
+    interner = model.interner
     out: dict[str, CompileShapes] = {}
     guards: dict[str, list[tuple[str, UserLine | None]]] = {}
-    for ev in model.trace_events:
-        if ev.name == "str":
-            interner.add(ev.body, ev.rank)
-            continue
+    for ev in events:
         cid = ev.compile_id
-        if ev.name not in _EVENTS or not cid or ev.attempt != last_attempt.get(cid):
+        if not cid or ev.attempt != last_attempt.get(cid):
             continue
         body = ev.body
         facts = out.setdefault(cid, CompileShapes())
@@ -142,8 +140,8 @@ def marked_dynamic(model: RunModel, compile_id: str) -> set[Dim]:
     log keeps these records on disk."""
     described: dict[tuple[Any, Any, int], list[int]] = {}  # (describer, id, attempt) -> dims
     out: set[Dim] = set()
-    for ev in model.trace_events:
-        if ev.name not in _DESCRIBE or ev.compile_id != compile_id:
+    for ev in model.documents.of(*_DESCRIBE):
+        if ev.compile_id != compile_id:
             continue
         key = (ev.body_field("describer_id"), ev.body_field("id"), ev.attempt)
         if ev.name == "describe_tensor":

@@ -234,7 +234,8 @@ class LazyMetadata:
 
 
 LAZY_METADATA = frozenset({"describe_tensor", "describe_storage", "describe_source"})
-# Fields of a lazy record's body kept in memory (text only): `run_device` reads every tensor's.
+# Fields of a lazy record's body kept in memory (text only): the run's device
+# (core/model/status.py) reads every tensor's.
 KEPT_FIELDS = {"describe_tensor": ("device",)}
 _CONTEXT_KEYS = ("frame_id", "frame_compile_id", "attempt", "compiled_autograd_id", "rank")
 
@@ -252,9 +253,9 @@ def scan_file(
 
     What repeats is stored once, and bulky records keep their metadata on disk
     (_MetadataReader)."""
-    from tcx.core.trace_log import _Tally
+    from tcx.core.trace_lines import Tally
 
-    tally = _Tally(file, rank)
+    tally = Tally(file, rank)
     try:
         source, store, copy = _source(file)
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
@@ -269,7 +270,7 @@ def _scan(
 ) -> list[LogRecord]:
     """The records in `chunks` (whole lines of the log, in order; the last payload ends where
     `store` ends once it is read: a gzip log's copy grows while it is read)."""
-    from tcx.core.trace_log import _PREFIX
+    from tcx.core.trace_lines import PREFIX
 
     events: list[LogRecord] = []
     meta = _MetadataReader(tally, store, strings)
@@ -306,7 +307,7 @@ def _scan(
                 line = buf[at:end].decode("utf-8", errors="replace")
                 if "\r" in line:
                     line = line.replace("\r\n", "\n").replace("\r", "\n")
-                pm = _PREFIX.match(line)
+                pm = PREFIX.match(line)
                 if not pm:
                     tally.junk(line, lineno)
                     all_tabbed = False

@@ -12,11 +12,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis import RunModel
 from tcx.core.envelope import envelope
+from tcx.core.model import RunModel
 from tcx.core.restarts import restarts_by_attempt
 from tcx.core.selection import Selection, whole_run
-from tcx.core.torchtext.guards import tensor_match_text, without_dynamo_site
+from tcx.core.torchtext.guards import shape_guard_text, tensor_match_text
 
 SCHEMA = "tcx.trace/1"
 NEEDS_LIVE = (
@@ -59,18 +59,12 @@ class TraceView:
     selection: Selection
     compiles: list[TraceCompile]
     unavailable: str | None
-    total_compiles: int  # traced compiles (attempts included) of the selection, before --compile
+    total_compiles: int  # traced compiles (attempts included) of the selection
 
 
-def build_trace(
-    model: RunModel, selection: Selection | None = None, compile_id: str | None = None
-) -> TraceView:
+def build_trace(model: RunModel, selection: Selection | None = None) -> TraceView:
     selection = selection or whole_run(model)
-    events = [
-        e
-        for e in (model.recording.events if model.recording else [])
-        if e.get("kind") == "trace_instructions"
-    ]
+    events = model.captures.of("trace_instructions")
     reason = None
     if not events:
         features = (model.run_start or {}).get("features") or {}
@@ -88,20 +82,15 @@ def build_trace(
             restart = why.get((c.compile_id or "", c.attempt)) if c.restarted else None
             c.restart_reason = restart.reason if restart else None
     compiles = [c for c in compiles if selection.includes(c.compile_id)]
-    total = len(compiles)
-    if compile_id:
-        compiles = [c for c in compiles if c.compile_id == compile_id]
     return TraceView(
-        model=model, selection=selection, compiles=compiles, unavailable=reason, total_compiles=total
+        model=model, selection=selection, compiles=compiles, unavailable=reason, total_compiles=len(compiles)
     )
 
 
 def _guard_texts(model: RunModel) -> dict[str | None, dict[str, list[str]]]:
     """compile id -> guard source -> the guard texts torch recorded for it (from `guards` events)."""
     out: dict[str | None, dict[str, list[str]]] = {}
-    for e in model.recording.events if model.recording else []:
-        if e.get("kind") != "guards":
-            continue
+    for e in model.captures.of("guards"):
         per = out.setdefault(e.get("compile_id"), {})
         for g in e.get("guards") or []:
             per.setdefault(g.get("source") or "", []).append(f"{g.get('kind')}: {_first(g.get('text'))}")
@@ -207,12 +196,6 @@ def _decided(
 
 
 FOLDABLE = {"COMPARE_OP", "BINARY_OP", "BINARY_SUBSCR", "CONTAINS_OP", "IS_OP", "UNARY_NOT", "LOAD_ATTR"}
-
-
-def shape_guard_text(g: dict[str, Any]) -> str:
-    """`s77 > 64  ← if x.shape[0] > 64:  # seed_f.py:12 in f` (torch's own site, minus Dynamo's frame)."""
-    where = without_dynamo_site(str(g.get("where") or ""))
-    return f"{g.get('expr')}  ← {where}" if where else str(g.get("expr"))
 
 
 def _folded(ins: dict[str, Any], nxt: dict[str, Any] | None) -> str | None:

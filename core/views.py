@@ -25,8 +25,8 @@ class Option:
     """One option of a view; the CLI turns it into a click option (core never imports click).
 
     `to` says who receives the value, under `dest`: "build" (the builder), "json" (the
-    serializer), "render" (the terminal renderer), "run" (the live run's RunOptions) or "cli"
-    (the view's own command)."""
+    serializer), "render" (the terminal renderer), a document format's name (its writer, e.g.
+    "markdown"), "run" (the live run's RunOptions) or "cli" (the view's own command)."""
 
     flags: tuple[str, ...]
     dest: str
@@ -54,18 +54,31 @@ class View:
     # are Dynamo's decisions, made on every run, and a warm cache is what makes the program fast.
     fresh_compile: bool = False
     options: tuple[Option, ...] = ()
-    formats: tuple[str, ...] = ("text", "json")
+    # Formats besides text (the renderer) and json (the serializer): (format, "module:function"
+    # -> write(result, **options) -> str), e.g. check's SARIF. renderers/formats.py writes them all.
+    documents: tuple[tuple[str, str], ...] = ()
     command: str | None = None  # "module:attr" of a hand-written click command; None: generated
     report_title: str | None = None  # its section in `tcx report` (None: not a section)
 
     def builder(self) -> Callable[..., Any]:
-        return _resolve(self.build)
+        builder: Callable[..., Any] = _resolve(self.build)
+        return builder
 
     def serializer(self) -> Callable[..., dict[str, Any]]:
-        return _resolve(self.to_json)
+        serializer: Callable[..., dict[str, Any]] = _resolve(self.to_json)
+        return serializer
 
     def renderer(self) -> Callable[..., None]:
-        return _resolve(self.render)
+        renderer: Callable[..., None] = _resolve(self.render)
+        return renderer
+
+    @property
+    def formats(self) -> tuple[str, ...]:
+        return ("text", "json", *(fmt for fmt, _ in self.documents))
+
+    def document_writer(self, fmt: str) -> Callable[..., str]:
+        writer: Callable[..., str] = _resolve(dict(self.documents)[fmt])
+        return writer
 
     def options_for(self, to: str, params: dict[str, Any]) -> dict[str, Any]:
         """The option values (from the command's params) that go to `to`."""
@@ -131,7 +144,10 @@ VIEWS: tuple[View, ...] = (
         build="tcx.core.explain:explain",  # then core/check.evaluate against the budgets
         to_json="tcx.renderers.check_output:check_json",
         render="tcx.renderers.check_output:render_text",
-        formats=("text", "json", "sarif", "github"),
+        documents=(
+            ("sarif", "tcx.renderers.check_output:sarif_text"),
+            ("github", "tcx.renderers.check_output:github"),
+        ),
         command="tcx.cli.cmd_check:command",
     ),
     View(
@@ -168,7 +184,7 @@ VIEWS: tuple[View, ...] = (
             Option(
                 ("--all-text", "full"),
                 "full",
-                "Show every guard's full text (default: one line per guard).",
+                "Print TENSOR_MATCH guards as torch wrote them, dispatch keys included (default: described).",
                 to=("render",),
                 is_flag=True,
             ),
@@ -371,7 +387,20 @@ VIEWS: tuple[View, ...] = (
         to_json="tcx.core.report:to_json",
         render="tcx.renderers.report_output:render_text",
         fresh_compile=True,
-        formats=("text", "html", "markdown", "json"),
+        options=(
+            Option(
+                ("--full", "full"),
+                "full",
+                "With --format markdown: every view whole (default: a PR-sized summary under 60 KB that "
+                "names the views left out and the command for each).",
+                to=("markdown",),
+                is_flag=True,
+            ),
+        ),
+        documents=(
+            ("html", "tcx.renderers.report_output:report_html"),
+            ("markdown", "tcx.renderers.report_output:report_markdown"),
+        ),
         command="tcx.cli.cmd_report:command",
     ),
     View(
@@ -381,7 +410,7 @@ VIEWS: tuple[View, ...] = (
         build="tcx.core.run_facts:run_facts",  # per side; core/diff.diff compares the two
         to_json="tcx.core.diff:to_json",
         render="tcx.renderers.diff_output:terminal",
-        formats=("text", "json", "markdown"),
+        documents=(("markdown", "tcx.renderers.diff_output:markdown"),),
         command="tcx.cli.cmd_diff:command",
     ),
 )

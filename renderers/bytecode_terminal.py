@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
+
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from tcx.core.bytecode_view import BytecodeView, Frame
-from tcx.renderers.code_block import print_code
+from tcx.renderers.code_block import Wrapped, print_code, print_lines
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
+
+COLUMN_MIN = 24  # the left listing's column is at least this wide (then half the width)
+GUTTER = 3  # between the two listings
 
 
 def render_bytecode(view: BytecodeView, console: Console) -> None:
@@ -24,28 +28,46 @@ def render_bytecode(view: BytecodeView, console: Console) -> None:
         _render_frame(frame, console)
 
 
-def _rows(rows: list[dict]) -> Text:
-    t = Text()
+def _rows(rows: list[dict]) -> list[Text]:
+    """The instructions, one a line, the argument whole."""
+    out = []
     for r in rows:
         line = f"{r['line']:>4} " if r.get("line") is not None else "     "
         mark = ">>" if r.get("target") else "  "
-        t.append(line, style="loc")
+        t = Text(line, style="loc")
         t.append(f"{mark}{r['offset']:>4} {clean(r['opname'])} ", style="bold" if r.get("target") else "")
         t.append(clean(r.get("argrepr") or ""), style="muted")
-        t.append("\n")
-    return t
+        out.append(t)
+    return out
+
+
+def side_by_side(left: list[Text], right: list[Text], width: int) -> list[Text]:
+    """Two listings as rows of one: the left one padded to a column of about half the width (a
+    longer row pushes its right-hand neighbour along), printed as rows of data (never cut: whole in
+    a pipe, wrapped with ↪ on a terminal, and a row read across stays one row)."""
+    column = min(max((r.cell_len for r in left), default=0), max(COLUMN_MIN, (width - GUTTER) // 2))
+    rows = []
+    for a, b in itertools.zip_longest(left, right, fillvalue=Text()):
+        row = a.copy()
+        if b.plain:
+            row.append(" " * max(column - a.cell_len, 0) + " " * GUTTER)
+            row.append_text(b)
+        rows.append(row)
+    return rows
 
 
 def _render_frame(f: Frame, console: Console) -> None:
     head = Text(f"compile {clean(f.compile_id)}", style="title")
     head.append(f" · {clean(f.function)} ", style="bold")
     head.append(location(f.file, f.firstlineno), style="loc")
-    console.print(head)
-    table = Table(show_edge=False, box=None, pad_edge=False, expand=True)
-    table.add_column(f"original ({len(f.original)} instructions)", ratio=1)
-    table.add_column(f"transformed by Dynamo ({len(f.transformed)} instructions)", ratio=1)
-    table.add_row(_rows(f.original), _rows(f.transformed))
-    console.print(table)
+    console.print(Wrapped(head, prose=True))
+    titles = [
+        Text(f"original ({len(f.original)} instructions)", style="title"),
+        Text(f"transformed by Dynamo ({len(f.transformed)} instructions)", style="title"),
+    ]
+    original, transformed = _rows(f.original), _rows(f.transformed)
+    rows = side_by_side([titles[0], *original], [titles[1], *transformed], console.width)
+    print_lines(console, rows, title=f"the bytecode of compile {clean(f.compile_id)}")
     if f.original_source:
         console.print(Text("  resume function, decompiled:", style="bold"))
         print_code(console, f.original_source, "python", indent=0, title="resume function, decompiled")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import sys
 from typing import Any
 from urllib.parse import quote
 
@@ -15,7 +14,9 @@ from rich.text import Text
 from tcx import __version__
 from tcx.core.check import Cause, CheckResult, Verdict
 from tcx.core.explain import BreakSite
+from tcx.core.explain import to_json as explain_json
 from tcx.renderers.children import render_child_processes
+from tcx.renderers.code_block import Wrapped
 from tcx.renderers.failure import render_failure
 from tcx.renderers.header import location
 from tcx.renderers.safe import clean, json_text
@@ -23,19 +24,13 @@ from tcx.renderers.safe import clean, json_text
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-def render_check(result: CheckResult, fmt: str, console: Console) -> None:
-    if fmt == "json":
-        sys.stdout.write(json_text(check_json(result)) + "\n")
-    elif fmt == "sarif":
-        sys.stdout.write(json_text(sarif(result)) + "\n")
-    elif fmt == "github":
-        sys.stdout.write(github(result))
-    else:
-        render_text(result, console)
+def sarif_text(result: CheckResult) -> str:
+    """The SARIF document as written (renderers/formats.py writes every format)."""
+    return json_text(sarif(result)) + "\n"
 
 
 def check_json(result: CheckResult) -> dict[str, Any]:
-    doc = dict(result.summary)
+    doc = {**explain_json(result.explanation), **result.warm}
     doc["schema"] = "tcx.check/1"
     doc["passed"] = result.passed
     doc["baseline"] = (
@@ -109,7 +104,10 @@ def render_text(result: CheckResult, console: Console) -> None:
             Text(f"FAIL  {len(result.unreadable)} line(s) of the input could not be read:", style="bad")
         )
         for problem in result.unreadable[:5]:
-            console.print(Text(f"      {clean(problem)}"))
+            console.print(Wrapped(Text(f"      {clean(problem)}"), prose=True, hang=8))
+        if len(result.unreadable) > 5:
+            more = len(result.unreadable) - 5
+            console.print(Text(f"      and {more} more (--format json lists them all)", style="muted"))
         reasons.append(f"{len(result.unreadable)} unreadable line(s): what they held is unknown")
     if result.inconsistent:
         console.print(Text("FAIL  the input disagrees with itself (records missing or cut):", style="bad"))
@@ -127,7 +125,7 @@ def render_causes(causes: list[Cause], console: Console) -> None:
             t.append(location(cause.file, cause.line), style="loc")
             t.append("  ")
         t.append(clean(cause.text))
-        console.print(t)
+        console.print(Wrapped(t, prose=True, hang=8))
     if len(causes) > MAX_CAUSES:
         console.print(
             Text(f"      and {len(causes) - MAX_CAUSES} more (--format json lists them all)", style="muted")

@@ -7,8 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.analysis import RunModel
-from tcx.core.observed import child_processes
+from tcx.core.model import RunModel
 from tcx.renderers.header import location
 from tcx.renderers.safe import clean
 
@@ -18,7 +17,7 @@ MAX_SITES = 5
 def render_child_processes(model: RunModel, console: Console, note: str = "") -> None:
     """Each child process that compiled, with its counts and first break sites; `note` follows
     the title (explain says that its header counts the program's own process only)."""
-    children = child_processes(model)
+    children = model.status.children
     if not children:
         return
     if children.observed:

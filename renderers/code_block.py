@@ -9,6 +9,8 @@ steps, guards): cost follows what is shown, and nothing is cut.
   CONTINUATION, so a cut is always visible.
 - `Lines` prints rows of data (wrapper steps, guards, lifetimes, the index) the same way, in one
   call per block: rich's Table and one `print` per row cost milliseconds a row.
+- `Wrapped` is text inside a layout (a table cell, a padded block) or a line that must fit the
+  width: it wraps with CONTINUATION wherever it is printed, a pipe included, and is never cut.
 - The same source printed again in one view (a kernel repeated across recompiles, identical
   graphs) is shown once; later it is a one-line reference to where it was shown (`Seen`).
 - A `FoldingConsole` (the HTML report) gets a placeholder line instead of the code (and of a long
@@ -23,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from rich.console import Console, ConsoleOptions, RenderResult
+from rich.measure import Measurement
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -31,6 +34,7 @@ from tcx.renderers.safe import SafeConsole, clean
 
 CONTINUATION = "↪ "
 FOLD_ROWS = 12  # the HTML report folds a titled list of rows longer than this
+WRAPPED_MIN_WIDTH = 12  # a table may narrow a Wrapped cell down to this many cells
 _MUTED = Style(dim=True)
 
 
@@ -79,10 +83,10 @@ class CodeBlock:
             console.folds.append(Fold(f"{self.title} ({n_lines} lines)", self.text, digest(self.text)))
             yield Segment(pad + console.placeholder(len(console.folds) - 1) + "\n")
             return
-        if not _colored(console):
+        if not colored(console):
             yield from _emit(console, options, self.text.split("\n"), self.indent)
         else:
-            yield from _emit(console, options, _highlighted(self.text, self.lexer), self.indent)
+            yield from _emit(console, options, highlighted(self.text, self.lexer), self.indent)
 
 
 class Lines:
@@ -108,7 +112,7 @@ class Lines:
         yield from _emit(console, options, lines, self.indent)
 
 
-def _colored(console: Console) -> bool:
+def colored(console: Console) -> bool:
     return console.color_system is not None and not console.no_color
 
 
@@ -131,7 +135,7 @@ def _emit(
 ) -> Iterator[Segment]:
     pad = " " * indent
     wrap_at = options.max_width - indent if console.is_terminal else None
-    if wrap_at is None and not _colored(console):  # a pipe or a file: one piece of text
+    if wrap_at is None and not colored(console):  # a pipe or a file: one piece of text
         yield Segment("".join(pad + (ln if isinstance(ln, str) else ln.plain) + "\n" for ln in lines))
         return
     for line in lines:
@@ -145,7 +149,7 @@ def _emit(
             yield Segment.line()
 
 
-def _highlighted(text: str, lexer: str) -> list[Text]:
+def highlighted(text: str, lexer: str) -> list[Text]:
     from rich.syntax import Syntax
 
     syntax = Syntax(text, lexer, theme="ansi_dark", background_color="default")
@@ -155,20 +159,77 @@ def _highlighted(text: str, lexer: str) -> list[Text]:
 def _wrap(line: Text, width: int) -> list[Text]:
     """`line` cut into pieces that fit `width` cells; every piece after the first has CONTINUATION
     in front of it, so it gets that many cells less."""
+    return [piece for piece, _ in pieces(line, width, at_spaces=False, mark_all=True)]
+
+
+def pieces(
+    line: Text, width: int, *, at_spaces: bool, mark_all: bool, hang: int = 0
+) -> list[tuple[Text, bool]]:
+    """`line` in pieces that fit `width` cells, each with whether it starts with CONTINUATION.
+
+    `at_spaces`: a piece ends after the last space that leaves it at least half full (else in the
+    middle of a word). Every piece after the first is indented by `hang` cells, and a marked one
+    gets the continuation's cells less. `mark_all`: every piece after the first is marked;
+    otherwise (prose) only one that goes on in the middle of a word."""
     from rich.cells import cell_len
 
-    if cell_len(line.plain) <= width:
-        return [line]
-    first, rest = max(width, 1), max(width - cell_len(CONTINUATION), 1)
-    offsets: list[int] = []
-    used, limit = 0, first
-    for i, ch in enumerate(line.plain):
-        w = cell_len(ch)
-        if used + w > limit and used:
-            offsets.append(i)
-            used, limit = 0, rest
-        used += w
-    return list(line.divide(offsets))
+    plain = line.plain
+    if cell_len(plain) <= width:
+        return [(line, False)]
+    hang = min(hang, width // 2)
+    bounds: list[tuple[int, int, bool]] = []  # (start, end, marked)
+    start, marked, n = 0, False, len(plain)
+    while start < n:
+        limit = width if not bounds else width - hang - (cell_len(CONTINUATION) if marked else 0)
+        limit = max(limit, 1)
+        end, used = start, 0
+        while end < n and used + cell_len(plain[end]) <= limit:
+            used += cell_len(plain[end])
+            end += 1
+        end = max(end, start + 1)  # a character wider than the limit still goes somewhere
+        mid_word = end < n
+        after = end
+        if mid_word and at_spaces:
+            if plain[end] == " ":  # the piece ends with a word: the space goes with the break
+                mid_word, after = False, end + 1
+            else:
+                space = plain.rfind(" ", start, end)
+                if space >= start + (end - start) // 2:
+                    end, after, mid_word = space + 1, space + 1, False
+        bounds.append((start, end, marked))
+        start, marked = after, mark_all or mid_word
+    return [(line[a:b], m) for a, b, m in bounds]
+
+
+class Wrapped:
+    """Text that is never cut (a guard, a stack, a fix, a table cell): a line wider than the room it
+    gets wraps, after a space where one is near its end, and a continuation starts with CONTINUATION,
+    on a terminal and in a pipe alike. `prose`: only a continuation in the middle of a word is
+    marked (prose wrapped at spaces reads as prose). `hang`: continuations are indented this much
+    (under a column of the first line)."""
+
+    def __init__(self, text: Text | str, *, prose: bool = False, style: str = "", hang: int = 0) -> None:
+        self.text = Text(clean(text), style=style) if isinstance(text, str) else text
+        self.prose = prose
+        self.hang = hang
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        from rich.cells import cell_len
+
+        longest = max((cell_len(ln) for ln in self.text.plain.split("\n")), default=0)
+        return Measurement(min(longest, WRAPPED_MIN_WIDTH), longest)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        mark_all = not self.prose
+        for line in self.text.split("\n", allow_blank=True):
+            parts = pieces(line, options.max_width, at_spaces=True, mark_all=mark_all, hang=self.hang)
+            for i, (piece, marked) in enumerate(parts):
+                if i and self.hang:
+                    yield Segment(" " * min(self.hang, options.max_width // 2))
+                if marked:
+                    yield Segment(CONTINUATION, _MUTED)
+                yield from piece.render(console, end="")
+                yield Segment.line()
 
 
 def print_code(console: Console, text: str, lexer: str, *, indent: int = 4, title: str = "") -> None:

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from tcx.core.codegen_view import CodegenView, Kernel, Wrapper, lifetimes
 from tcx.core.lazy_items import stream
-from tcx.renderers.code_block import Seen, print_code, print_lines, reference
+from tcx.renderers.code_block import Seen, Wrapped, print_code, print_lines, reference
 from tcx.renderers.pipeline_common import header, user_line_text
 from tcx.renderers.safe import clean
 
@@ -31,9 +31,7 @@ STEP_STYLE = {
 }
 
 
-def render_codegen(
-    view: CodegenView, console: Console, *, lifetimes: bool = True, only_kernel: str | None = None
-) -> None:
+def render_codegen(view: CodegenView, console: Console, *, lifetimes: bool = True) -> None:
     # The totals come last: each module is parsed as it is printed (the output streams).
     extra = f"{len(view.sections)} generated module(s)"
     header("codegen", view.model, console, extra, function=view.selection.function)
@@ -67,7 +65,7 @@ def render_codegen(
         console.print(title)
         for k in kernels:
             render_kernel(k, console, seen)
-        if only_kernel:
+        if view.selection.kernel:  # one kernel asked for: its code, not the whole wrapper
             continue
         render_wrapper(wrapper, console)
         if lifetimes:
@@ -103,18 +101,18 @@ def render_kernel(k: Kernel, console: Console, seen: Seen | None = None) -> None
     head.append(f"  {k.kind} · {clean(k.category)}", style="muted")
     if k.fused_ops:
         head.append(f" · fuses {clean(', '.join(k.fused_ops))}", style="muted")
-    console.print(head)
+    console.print(Wrapped(head, prose=True, hang=4))
     o = k.origins
     grid = Table.grid(padding=(0, 2))
-    grid.add_column(style="muted", justify="right")
+    grid.add_column(style="muted", justify="right", no_wrap=True)
     grid.add_column()
     nodes = o.get("post_grad_nodes") or o.get("source_nodes")
     if nodes:
-        grid.add_row("nodes", Text(clean(", ".join(nodes))))
+        grid.add_row("nodes", Wrapped(clean(", ".join(nodes)), prose=True))
     if o.get("aten_ops"):
-        grid.add_row("ATen", Text(clean(", ".join(o["aten_ops"]))))
+        grid.add_row("ATen", Wrapped(clean(", ".join(o["aten_ops"])), prose=True))
     for line in o.get("user_lines") or []:
-        grid.add_row("your line", Text(clean(user_line_text(line)), style="loc"))
+        grid.add_row("your line", Wrapped(clean(user_line_text(line)), style="loc"))
     console.print(Padding(grid, (0, 0, 0, 4)))
     lexer = "cpp" if k.kind == "cpp" else "python"
     label = f"kernel {k.name} of compile {k.compile_id} · {k.graph}"

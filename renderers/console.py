@@ -9,6 +9,7 @@ from typing import IO
 from rich.console import Console
 from rich.theme import Theme
 
+from tcx.renderers.line_ends import LineEnds
 from tcx.renderers.safe import SafeConsole
 
 THEME = Theme(
@@ -42,6 +43,8 @@ def make_console(
         emoji=False,
         soft_wrap=False,
     )
+    if console.color_system is None:  # plain text (a pipe, --no-color): no spaces end a line
+        console.file = LineEnds(out)  # type: ignore[assignment]
     console.on_broken_pipe = _stop_quietly  # type: ignore[method-assign]  # `tcx ... | head` is fine
     return console
 

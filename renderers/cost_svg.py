@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import html
 
-from tcx.core.cost import Cost, FunctionCost, totals_by_part
+from tcx.core.cost_measurements import Cost, FunctionCost, totals_by_part
 from tcx.core.cost_profile import PARTS
 from tcx.renderers.header import location
 from tcx.renderers.safe import clean

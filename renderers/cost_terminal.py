@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.cost import Cost, FunctionCost, Row, totals_by_part
+from tcx.core.cost_measurements import Cost, FunctionCost, Row, totals_by_part
 from tcx.core.cost_profile import PARTS
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
@@ -178,6 +178,10 @@ def _row_extras(row: Row) -> list[str]:
 
 def render_compile_time(cost: Cost, console: Console) -> None:
     line = Text("Compile time ", style="title")
+    if cost.total_compile_s is None:
+        line.append("not in this input (torch logged no compile time)", style="muted")
+        console.print(line)
+        return
     line.append(f"{cost.total_compile_s:.3f} s", style="count")
     if cost.recompile_ids:
         share = cost.recompile_s / cost.total_compile_s if cost.total_compile_s else 0.0

@@ -7,12 +7,11 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from tcx.core.analysis import Frame
 from tcx.core.explain import BreakSite, Explanation, FailedFrame
-from tcx.core.observed import child_processes
-from tcx.core.program_failure import failure
+from tcx.core.model import Frame
+from tcx.core.model.failure import failure
 from tcx.renderers.children import render_child_processes
-from tcx.renderers.code_block import print_lines
+from tcx.renderers.code_block import Wrapped, print_lines
 from tcx.renderers.failure import render_failure, render_failure_notice
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
@@ -46,7 +45,7 @@ def no_breaks_verdict(ex: Explanation) -> Text:
         return Text(
             f"No graph breaks, but {len(ex.failed_frames)} frame(s) failed to compile (above).", style="warn"
         )
-    if child_processes(ex.model):  # "no graph breaks" must not read as the whole program's
+    if ex.model.status.children:  # "no graph breaks" must not read as the whole program's
         return Text("No graph breaks in the program's own process.", style="good")
     return Text("No graph breaks: every compiled frame became whole graphs.", style="good")
 
@@ -85,14 +84,15 @@ def render_header(ex: Explanation, console: Console, view: str = "explain") -> N
         line.append("  ")
     console.print(line)
     if ex.frames_compiled:
-        console.print(Text("frames compiled: ", style="muted") + Text(clean(", ".join(ex.frames_compiled))))
+        frames = Text("frames compiled: ", style="muted") + Text(clean(", ".join(ex.frames_compiled)))
+        console.print(Wrapped(frames, prose=True, hang=2))
     for r in ex.restarts:
         comp = ex.compiles.get(r.compile_id)
         name = comp.display_name if comp else "?"
         counted = f"; its {r.graphs} graph(s) are in the graph count" if r.graphs else ""
         head = Text(f"restarted {clean(r.compile_id)} {clean(name)}", style="warn")
         head.append(f" (attempt {r.attempt} thrown away{counted}): ", style="muted")
-        console.print(head + Text(clean(r.reason)))
+        console.print(Wrapped(head + Text(clean(r.reason)), prose=True, hang=2))
     warnings = list(
         dict.fromkeys(
             (log.get("message") or "").strip().splitlines()[0]
@@ -108,6 +108,8 @@ def render_header(ex: Explanation, console: Console, view: str = "explain") -> N
         console.print(Text(f"(+{len(warnings) - 3} more torch warnings in the recording)", style="muted"))
     for problem in m.problems[:5]:
         console.print(Text(f"warning: {clean(problem)}", style="warn"))
+    if len(m.problems) > 5:
+        console.print(Text(f"({len(m.problems) - 5} more warnings: --format json lists all)", style="muted"))
     unavailable = {k: v for k, v in ((m.run_start or {}).get("features") or {}).items() if v}
     for name, why in unavailable.items():
         console.print(Text(f"note: {clean(name)}: {clean(why)}", style="warn"))
@@ -127,7 +129,7 @@ def render_failed_frames(frames: list[FailedFrame], console: Console) -> None:
         t.append(f"  {location(f.file, f.line)}", style="loc")
         t.append(f"  compile {clean(f.compile_id)}: ", style="muted")
         t.append(clean(f.kind))
-        console.print(t)
+        console.print(Wrapped(t, prose=True, hang=4))
     console.print()
 
 
@@ -145,7 +147,7 @@ def render_site(rank: int, site: BreakSite, ex: Explanation, console: Console, *
     where.append(location(site.file, site.line), style="loc")
     if site.function:
         where.append(f" in {clean(site.function)}", style="muted")
-    console.print(where)
+    console.print(Wrapped(where, prose=True))
     last = site.user_stack[-1] if site.user_stack else None
     console.print(
         Padding(excerpt(site.file, site.line, ex.model.sources, last.code if last else ""), (0, 0, 0, 3))
@@ -166,8 +168,8 @@ def render_site(rank: int, site: BreakSite, ex: Explanation, console: Console, *
     body.add_column(style="muted", justify="right", no_wrap=True)
     body.add_column()
 
-    def row(label: str, value: str, style: str = "") -> None:
-        body.add_row(label, Text(clean(value), style=style))
+    def row(label: str, value: str, style: str = "", *, prose: bool = True) -> None:
+        body.add_row(label, Wrapped(Text(clean(value), style=style), prose=prose))
 
     if site.explanation:
         row("why", site.explanation)
@@ -179,7 +181,7 @@ def render_site(rank: int, site: BreakSite, ex: Explanation, console: Console, *
         row("fix", site.suggestion, "good")
     row("region", _regions_text(site))
     if len(site.user_stack) > 1:
-        row("stack", _stack_text(site.user_stack, max_stack))
+        row("stack", _stack_text(site.user_stack, max_stack), prose=False)
     console.print(Padding(body, (0, 0, 0, 3)))
 
 
@@ -203,16 +205,20 @@ def _regions_text(site: BreakSite) -> str:
         parts.append(f"{graph}; {tail}")
     unique = list(dict.fromkeys(parts))
     shown = unique[:3]
-    more = f"\n(+{len(unique) - 3} more)" if len(unique) > 3 else ""
+    hidden = len(unique) - len(shown)
+    more = f"\n({hidden} more region{'s' if hidden != 1 else ''}: --format json lists all)" if hidden else ""
     return "\n".join(shown) + more
 
 
 def _stack_text(stack: list[Frame], max_stack: int) -> str:
-    frames = stack
-    hidden = max(0, len(frames) - max_stack)
-    frames = frames[-max_stack:]
-    text = " → ".join(f"{f.name} ({location(f.file, f.line)})" for f in frames)
-    return (f"… {hidden} outer frame(s) → " if hidden else "") + text
+    """The innermost `max_stack` frames, one a line, outermost first; how many are not shown."""
+    hidden = max(0, len(stack) - max_stack)
+    lines = [f"→ {f.name} ({location(f.file, f.line)})" for f in stack[-max_stack:]]
+    if hidden:
+        lines.insert(
+            0, f"({hidden} outer frame{'s' if hidden != 1 else ''} not shown: --format json lists all)"
+        )
+    return "\n".join(lines)
 
 
 def rank_ranges(ranks: list[int]) -> str:

@@ -7,9 +7,9 @@ from rich.console import Console
 from rich.text import Text
 
 from tcx.core.aoti_provenance import AotiCompile
-from tcx.core.explain import program_status
 from tcx.core.export_issues import ExportIssue
-from tcx.core.export_view import ExportRun, ExportView
+from tcx.core.export_view import ExportView
+from tcx.core.model.exports import ExportRun
 from tcx.renderers.header import location, short_path, view_header
 from tcx.renderers.safe import clean
 from tcx.renderers.source import excerpt
@@ -56,16 +56,16 @@ def render_export(view: ExportView, console: Console, *, guards: bool = True) ->
 def render_program_end(view: ExportView, console: Console) -> None:
     """How the program ended, when not normally: an export failure it did not catch is named, not
     repeated (its message is shown once, with the issue)."""
-    st = program_status(view.model)
-    if st["status"] in ("ok", "not recorded"):
+    st = view.model.status.program
+    if not st.failed:
         return
-    exc = str(st.get("exc_type") or "")
+    exc = str(st.exc_type or "")
     failed = [e for e in view.exports if e.ok is False and (e.exc_type or "").rsplit(".", 1)[-1] == exc]
     if failed:
         text = f"the program stopped on the failure of export {failed[-1].label} ({exc}, below)"
     else:
-        first = str(st.get("message") or st.get("signal") or "").strip().splitlines()
-        text = f"the program did not finish normally ({st['status']}{': ' + first[0] if first else ''})"
+        first = str(st.message or st.signal or "").strip().splitlines()
+        text = f"the program did not finish normally ({st.status}{': ' + first[0] if first else ''})"
     console.print(Text(clean(text) + "; everything recorded until then is shown", style="bad"))
 
 

@@ -1,4 +1,4 @@
-"""A failed run's paragraph (core/program_failure.py): what failed and where, at the end of a view.
+"""A failed run's paragraph (core/model/failure.py): what failed and where, at the end of a view.
 
 The views that give a verdict (explain, recompiles, check) end with it, never with "no graph
 breaks"; a one-line notice at the top says that what follows is what was recorded before it.
@@ -10,8 +10,8 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
-from tcx.core.analysis import Frame
-from tcx.core.program_failure import Failure
+from tcx.core.model import Frame
+from tcx.core.model.failure import Failure
 from tcx.renderers.header import location
 from tcx.renderers.safe import clean
 

@@ -8,9 +8,10 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
-from tcx.core.graphs_view import GraphsView, Saved, human_bytes
+from tcx.core.graphs_view import GraphsView, Saved
+from tcx.core.torchtext.dtypes import human_bytes
 from tcx.core.torchtext.fx_graph import op_base
-from tcx.renderers.code_block import Seen, print_code, print_lines, reference
+from tcx.renderers.code_block import Seen, Wrapped, print_code, print_lines, reference
 from tcx.renderers.pipeline_common import header, user_line_text
 from tcx.renderers.safe import clean
 
@@ -49,14 +50,14 @@ def render_graphs(view: GraphsView, console: Console, show: Sequence[str] = ()) 
         if mc and mc.co_name:
             title.append(f"  {clean(mc.display_name)}", style="loc")
         console.print(title)
-        console.print(Padding(Text(clean(comp.verdict()), style="good"), (0, 0, 0, 2)))
+        console.print(Padding(Wrapped(Text(clean(comp.verdict()), style="good"), prose=True), (0, 0, 0, 2)))
         if comp.saved:
             title = f"what compile {comp.compile_id} saves for backward"
             print_lines(console, _saved_rows(comp.saved), indent=2, title=title)
         if comp.recomputed:
             t = Text("  recomputed in backward: ", style="warn")
             t.append(clean(", ".join(f"{r['name']} ({op_base(r['op'])})" for r in comp.recomputed)))
-            console.print(t)
+            console.print(Wrapped(t, prose=True, hang=4))
         for line in comp.partitioner_log:
             if line.startswith(("Ops banned", "Count of Ops", "# remat")):
                 console.print(Text("  partitioner: " + clean(line), style="muted"))
@@ -74,14 +75,19 @@ def render_graphs(view: GraphsView, console: Console, show: Sequence[str] = ()) 
         console.print()
 
 
-SAVED_COLUMNS = ("saved for backward", "shape", "dtype", "bytes", "extra", "produced by", "your line")
+SAVED_COLUMNS = ("saved for backward", "shape", "dtype", "bytes", "extra", "produced by")
 
 
 def _saved_rows(saved: Sequence[Saved]) -> list[Text]:
-    """The saved-for-backward table as aligned rows (a compile may save thousands of values)."""
+    """The saved-for-backward table as aligned rows (a compile may save thousands of values); the
+    user's line that produced a value goes under its row, so the row stays narrow."""
     cells = []
     for s in saved:
-        extra = "0 (view of input " + s.aliases_input + ")" if s.aliases_input else human_bytes(s.bytes)
+        if s.aliases_input:
+            view_of = "" if s.aliases_input == s.name else f" of {s.aliases_input}"
+            extra = f"0 (input view{view_of})"
+        else:
+            extra = human_bytes(s.bytes)
         cells.append(
             (
                 clean(s.name),
@@ -90,7 +96,6 @@ def _saved_rows(saved: Sequence[Saved]) -> list[Text]:
                 human_bytes(s.bytes),
                 clean(extra),
                 clean(op_base(s.produced_by) or ("input" if s.aliases_input else "?")),
-                clean(user_line_text(s.user_line)),
             )
         )
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(SAVED_COLUMNS)]
@@ -104,7 +109,8 @@ def _saved_rows(saved: Sequence[Saved]) -> list[Text]:
         row = Text(cell(c[0], 0), style="count")
         row.append(" " + " ".join(cell(c[i], i) for i in (1, 2, 3)))
         row.append(" " + cell(c[4], 4), style="muted" if s.aliases_input else "")
-        row.append(" " + cell(c[5], 5))
-        row.append(" " + c[6], style="loc")
+        row.append(" " + c[5])
         rows.append(row)
+        if s.user_line:
+            rows.append(Text("    ← " + clean(user_line_text(s.user_line)), style="loc"))
     return rows

@@ -20,9 +20,22 @@ def render_guards(view: GuardsView, console: Console, *, full: bool = False) -> 
         return
     n = len(view.entries)
     console.print(Text(f"{n} cache entr{'ies' if n != 1 else 'y'}", style="title"))
+    described = False  # a TENSOR_MATCH guard printed as a description, not torch's text
     for entry in stream(view.entries):
         console.print()
         _render_entry(entry, console, full)
+        described = described or (
+            not full and any(g.kind == "TENSOR_MATCH" for gr in entry.groups for g in gr.guards)
+        )
+    if described:
+        console.print()
+        console.print(
+            Text(
+                "TENSOR_MATCH guards are described (type, dtype, size, stride, requires_grad, device); "
+                "--all-text prints torch's own check_tensor text, dispatch keys included.",
+                style="muted",
+            )
+        )
 
 
 def _render_entry(e: Entry, console: Console, full: bool) -> None:
@@ -59,16 +72,13 @@ def _guard_row(g: Guard, full: bool) -> list[Text]:
     row = Text(f"    {clean(g.kind):<24} ", style="bold")
     if g.source:
         row.append(f"{clean(g.source)} ", style="loc")
-    texts = g.text if full else g.text[:1]
+    texts = g.text
     if g.kind == "TENSOR_MATCH" and not full:
         texts = [tensor_match_text(t) or t for t in texts]
-    body = " | ".join(t.split("  #", 1)[0].strip() for t in texts)
-    # clean() escapes character by character, never shorter: what is cut here is never shown
-    body = clean(body if full else body[:101])
+    # Whole, with its value: a wide line wraps on a terminal and is printed whole in a pipe.
+    body = clean(" | ".join(t.split("  #", 1)[0].strip() for t in texts))
     if g.kind == "SHAPE_ENV" and not body:
         body = "(no symbolic-shape relations: every size was specialized)"
-    if body and not full and len(body) > 100:
-        body = body[:99] + "…"
     if body:
         row.append(body, style="muted")
     if g.line is None:

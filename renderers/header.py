@@ -8,8 +8,8 @@ import os
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.analysis import RunModel
-from tcx.core.run_conditions import CACHES_TEXT, run_conditions
+from tcx.core.model import RunModel
+from tcx.core.model.conditions import CACHES_TEXT, run_conditions
 from tcx.renderers.safe import clean
 
 

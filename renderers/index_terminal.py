@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.analysis import RunModel
+from tcx.core.model import RunModel
 from tcx.core.run_index import IndexRow
 from tcx.renderers.code_block import print_lines
 from tcx.renderers.header import view_header

@@ -5,8 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.analysis import RunModel
-from tcx.core.explain import program_status
+from tcx.core.model import RunModel
 from tcx.renderers.header import short_path, view_header
 from tcx.renderers.safe import clean
 
@@ -15,12 +14,12 @@ def header(
     view_name: str, m: RunModel, console: Console, extra: str = "", *, function: str | None = None
 ) -> None:
     view_header(view_name, m, console, function=function, extra=extra)
-    st = program_status(m)
-    if st["status"] not in ("ok", "not recorded"):
-        msg = st.get("message") or st.get("signal") or st["status"]
+    st = m.status.program
+    if st.failed:
+        msg = st.message or st.signal or st.status
         console.print(
             Text(
-                f"the program did not finish normally ({clean(st['status'])}: {clean(msg)}); "
+                f"the program did not finish normally ({clean(st.status)}: {clean(msg)}); "
                 "everything recorded until then is shown",
                 style="bad",
             )

@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import json
 import sys
-from collections import Counter
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tcx.core.analysis import KNOWN_EVENTS, RunModel
+from tcx.core.model import KNOWN_EVENTS, RunModel
 from tcx.renderers.safe import clean, json_text
 
 
 def render_raw(model: RunModel, name: str | None, limit: int, fmt: str, console: Console) -> None:
     if name is None:
-        counts = Counter(ev.name for ev in model.trace_events)
+        counts = model.documents.census()
         rows = [
             {"event": n, "count": c, "known": n.split(":", 1)[0] in KNOWN_EVENTS}
             for n, c in counts.most_common()
@@ -40,7 +39,7 @@ def render_raw(model: RunModel, name: str | None, limit: int, fmt: str, console:
             )
         console.print(table)
         return
-    matches = [ev for ev in model.trace_events if ev.name == name][:limit]
+    matches = model.documents.named(name)[:limit]
     if fmt == "json":
         docs = [
             {"compile_id": ev.compile_id, "attempt": ev.attempt, "metadata": ev.md, "payload": ev.payload}

@@ -7,8 +7,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from tcx.core.program_failure import failure
+from tcx.core.model.failure import failure
 from tcx.core.recompiles import Call, Entry, FailedGuard, RecompileReport, WhatIf
+from tcx.renderers.code_block import Wrapped
 from tcx.renderers.failure import render_failure, render_failure_notice
 from tcx.renderers.header import view_header
 from tcx.renderers.safe import clean
@@ -187,7 +188,7 @@ def _timeline(rep: RecompileReport, console: Console) -> None:
             detail.append("\n  ✗ ", style="bad")
             detail.append(clean(_guard_text(g)))
         index = f"#{call.index}" if repeats == 1 else f"#{call.index}–#{call.index + repeats - 1}"
-        table.add_row(index, outcome, detail)
+        table.add_row(index, outcome, Wrapped(detail, prose=True))
     console.print(Padding(table, (0, 0, 0, 1)))
     floor = "" if rep.dropped_exact else "at least "
     if gaps_are_hits and len(rep.calls) + rep.dropped > next_index:
@@ -230,10 +231,11 @@ def _entry(e: Entry, console: Console, full: bool) -> None:
     console.print(head)
     if e.differs_from:
         what = "; ".join(e.differences) if e.differences else "nothing in the guards listed here"
-        console.print(Text(f"        differs from [{clean(e.differs_from)}]: {clean(what)}", style="warn"))
+        differs = Text(f"        differs from [{clean(e.differs_from)}]: {clean(what)}", style="warn")
+        console.print(Wrapped(differs, prose=True, hang=10))
     lines = e.summary()
     for line in lines if full else lines[:ENTRY_LINES]:
-        console.print(Text(f"        {clean(line)}", style="muted"))
+        console.print(Wrapped(Text(f"        {clean(line)}", style="muted"), hang=10))
     if not full and len(lines) > ENTRY_LINES:
         more = len(lines) - ENTRY_LINES
         console.print(
@@ -259,12 +261,13 @@ def _promotions(rep: RecompileReport, console: Console) -> None:
         t = Text(f"  {clean(p.compile_id)}: ")
         t.append(f"{clean(p.arg)} dim {p.dim}", style="title")
         t.append(f" became symbolic {p.symbol} (range {clean(p.range)}, value {p.value} on this call)")
-        console.print(t)
+        console.print(Wrapped(t, prose=True, hang=6))
         if p.replaced:
             console.print(Text(f"      replaced static guard  {clean(p.replaced)}", style="muted"))
         for g in p.guards:
             where = f"   # line {g.get('line')}: {g.get('code')}" if g.get("line") else ""
-            console.print(Text(f"      guard  {clean(g.get('expr'))}{clean(where)}", style="muted"))
+            guard = Text(f"      guard  {clean(g.get('expr'))}{clean(where)}", style="muted")
+            console.print(Wrapped(guard, hang=13))
     console.print()
 
 
@@ -282,8 +285,9 @@ def _causes(rep: RecompileReport, console: Console) -> None:
     grid.add_column()
     for (fn, cause, remedy), c in seen.items():
         n = sum(1 for x in rep.calls if (x.function, x.cause, x.remedy) == (fn, cause, remedy))
-        grid.add_row("cause", Text(clean(f"{cause} in {fn} (×{n}, first at call #{c.index})"), style="warn"))
-        grid.add_row("fix", Text(clean(remedy), style="good"))
+        cause_text = Text(clean(f"{cause} in {fn} (×{n}, first at call #{c.index})"), style="warn")
+        grid.add_row("cause", Wrapped(cause_text, prose=True))
+        grid.add_row("fix", Wrapped(Text(clean(remedy), style="good"), prose=True))
     console.print(Padding(grid, (0, 0, 0, 1)))
     console.print()
 
@@ -304,7 +308,7 @@ def _what_ifs(items: list[WhatIf], console: Console) -> None:
             console.print(Text(f"      cannot answer: {clean(w.error)}", style="warn"))
             continue
         for g in w.failed_guards:
-            console.print(Text(f"      ✗ {clean(_guard_text(g))}", style="muted"))
+            console.print(Wrapped(Text(f"      ✗ {clean(_guard_text(g))}", style="muted"), hang=8))
         if w.verdict == "hit":
             console.print(Text(f"      → served by entry {w.entry}, no recompile", style="good"))
         elif w.verdict == "eager":

@@ -12,20 +12,19 @@ import html
 import io
 import re
 import secrets
-import sys
+import shlex
 from collections.abc import Callable
 
 from rich.console import Console
 from rich.rule import Rule
-from rich.table import Table
 from rich.text import Text
 
-from tcx.core.report import Report, to_json
-from tcx.renderers.code_block import FoldingConsole
+from tcx.core.report import Report
+from tcx.renderers.code_block import FoldingConsole, Wrapped, print_lines
 from tcx.renderers.console import THEME
 from tcx.renderers.explain_terminal import render_explain
 from tcx.renderers.header import location
-from tcx.renderers.safe import SafeConsole, clean, json_text
+from tcx.renderers.safe import SafeConsole, clean
 from tcx.renderers.safe import markdown_text as _md
 
 TRACE_LIMIT = 300
@@ -65,17 +64,6 @@ def _render_view(report: Report, name: str, render: Callable[..., None], console
     console.print(Text(clean(why), style="warn"))
 
 
-def render_report(report: Report, fmt: str, console: Console) -> None:
-    if fmt == "json":
-        sys.stdout.write(json_text(to_json(report)) + "\n")
-    elif fmt == "html":
-        sys.stdout.write(report_html(report))
-    elif fmt == "markdown":
-        sys.stdout.write(report_markdown(report))
-    else:
-        render_text(report, console)
-
-
 def render_text(report: Report, console: Console) -> None:
     """The terminal: the overview, then every view's section (a `render(result, console)` as the
     registry's other renderers are)."""
@@ -85,6 +73,67 @@ def render_text(report: Report, console: Console) -> None:
         console.print()
 
 
+# --- the overview: one source for every format ------------------------------------------------
+
+OVERVIEW_COLUMNS = (
+    "compile",
+    "frame",
+    "Dynamo instr/nodes/breaks",
+    "AOT fw/bw ops, saved",
+    "Inductor kernels/extern",
+    "guards",
+    "recompiled",
+    "compile s",
+)
+TOP_PROBLEMS = 10
+
+
+def overview_counts(report: Report) -> list[tuple[str, int]]:
+    """The run's counts, as torch counts them (the text, HTML and Markdown overviews print these)."""
+    ex = report.explanation
+    return [
+        ("graphs", ex.graph_count),
+        ("compiles", ex.compile_count),
+        ("recompiles", ex.recompile_count),
+        ("graph breaks", ex.graph_break_count),
+        ("distinct breaks", ex.unique_graph_break_count),
+        ("failed frames", ex.failed_frame_count),
+        ("kernels", sum(row["inductor"]["kernels"] for row in report.pipeline)),
+    ]
+
+
+def overview_rows(report: Report) -> list[tuple[str, ...]]:
+    """One row of OVERVIEW_COLUMNS per compile: each stage's numbers, as every format prints them."""
+    rows = []
+    for row in report.pipeline:
+        d, a, i, r = row["dynamo"], row["aot"], row["inductor"], row["runtime"]
+        if a["forward_ops"] is None and a["inference_ops"] is None:
+            aot = "-"
+        elif a["inference_ops"] is not None:
+            aot = f"{a['inference_ops']} inference"
+        else:
+            aot = f"{a['forward_ops']}/{_dash(a['backward_ops'])}, {_kib(a['saved_bytes'])}"
+        time_s = row["compile_time_s"]
+        rows.append(
+            (
+                clean(row["compile_id"]),
+                clean(row["frame"]) + (" (failed)" if row["failed"] else ""),
+                f"{_dash(d['instructions'])}/{_dash(d['graph_nodes'])}/{d['graph_breaks']}",
+                aot,
+                f"{i['kernels']}/{i['extern_calls']}",
+                _dash(r["guards"]),
+                "yes" if r["recompiled"] else "",
+                "-" if time_s is None else f"{time_s:.2f}",
+            )
+        )
+    return rows
+
+
+def compile_time_text(report: Report) -> str:
+    phases = ", ".join(f"{k} {v:.2f} s" for k, v in report.compile_time_s.items())
+    return f"compile time (cumulative per phase): {phases}"
+
+
 def render_overview(report: Report, console: Console) -> None:
     m = report.model
     head = Text("tcx report ", style="title")
@@ -92,60 +141,43 @@ def render_overview(report: Report, console: Console) -> None:
     if report.selection.function:
         head.append(f"  (frames of {clean(report.selection.function)} and what it calls)", style="muted")
     head.append(f"  torch {clean(m.torch_version or '?')}", style="muted")
-    console.print(head)
-    table = Table(box=None, padding=(0, 1), header_style="muted")
-    for col in (
-        "compile",
-        "frame",
-        "Dynamo instr/nodes/breaks",
-        "AOT fw/bw ops, saved",
-        "Inductor kernels/extern",
-        "guards",
-        "recompile",
-        "time s",
-    ):
-        table.add_column(col)
-    for row in report.pipeline:
-        d, a, i, r = row["dynamo"], row["aot"], row["inductor"], row["runtime"]
-        aot = (
-            "-"
-            if a["forward_ops"] is None and a["inference_ops"] is None
-            else (
-                f"{a['inference_ops']} inference"
-                if a["inference_ops"] is not None
-                else f"{a['forward_ops']}/{a['backward_ops']}, {_kib(a['saved_bytes'])}"
+    console.print(Wrapped(head, prose=True))
+    counts = Text()
+    for label, value in overview_counts(report):
+        counts.append(f"{label} ", style="muted")
+        counts.append(str(value), style="count")
+        counts.append("  ")
+    console.print(Wrapped(counts, prose=True))
+    rows = overview_rows(report)
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(OVERVIEW_COLUMNS)]
+    lines = [
+        Text("  ".join(h.ljust(w) for h, w in zip(OVERVIEW_COLUMNS, widths, strict=True)), style="muted")
+    ]
+    for row, cells in zip(report.pipeline, rows, strict=True):
+        line = Text()
+        for n, (cell, width) in enumerate(zip(cells, widths, strict=True)):
+            line.append(
+                ("  " if n else "") + cell.ljust(width), style="bad" if row["failed"] and n == 1 else ""
             )
-        )
-        table.add_row(
-            Text(clean(row["compile_id"])),
-            Text(
-                clean(row["frame"]) + (" (failed)" if row["failed"] else ""),
-                style="bad" if row["failed"] else "",
-            ),
-            f"{_dash(d['instructions'])}/{_dash(d['graph_nodes'])}/{d['graph_breaks']}",
-            aot,
-            f"{i['kernels']}/{i['extern_calls']}",
-            _dash(r["guards"]),
-            "yes" if r["recompiled"] else "",
-            _dash(None if row["compile_time_s"] is None else round(row["compile_time_s"], 2)),
-        )
-    console.print(table)
+        lines.append(line)
+    print_lines(console, lines)  # one row per compile, never cut: whole in a pipe, ↪ on a terminal
     if report.compile_time_s:
-        phases = ", ".join(f"{k} {v:.2f} s" for k, v in report.compile_time_s.items())
-        console.print(Text(f"compile time (cumulative per phase): {phases}", style="muted"))
+        console.print(Wrapped(Text(compile_time_text(report), style="muted"), prose=True))
     if not report.problems:
         console.print(Text("No problems found: no graph breaks, recompiles or failed frames.", style="good"))
         return
     console.print(Text("Top problems, worst first:", style="title"))
-    for n, p in enumerate(report.problems[:10], start=1):
+    for n, p in enumerate(report.problems[:TOP_PROBLEMS], start=1):
         line = Text(f"{n:>3}. ", style="count")
         line.append(clean(p.title), style="bad" if p.rank <= 1 else "warn")
         if p.where:
-            file, _, lineno = p.where.rpartition(":")
-            line.append(f"  {location(file, int(lineno) if lineno.isdigit() else None)}", style="loc")
-        console.print(line)
+            line.append(f"  {_where(p.where)}", style="loc")
+        console.print(Wrapped(line, prose=True, hang=5))
         if p.detail:
-            console.print(Text(f"       {clean(p.detail)}", style="muted"))
+            console.print(Wrapped(Text(f"       {clean(p.detail)}", style="muted"), prose=True, hang=7))
+    if len(report.problems) > TOP_PROBLEMS:
+        more = len(report.problems) - TOP_PROBLEMS
+        console.print(Text(f"  and {more} more (the sections below, or --format json)", style="muted"))
 
 
 def _dash(value: object) -> str:
@@ -254,48 +286,126 @@ def fragment_html(render: Callable[[Console], None]) -> str:
     return FRAGMENT.format(body=body)
 
 
-def report_markdown(report: Report) -> str:
-    """Summary tables first (what a PR reviewer reads), then every view as plain text, folded."""
-    m = report.model
-    lines = [f"## tcx report: {_md(m.target)}", "", f"torch {_md(m.torch_version or '?')}", ""]
-    lines += [
-        "| compile | frame | Dynamo instr/nodes/breaks | AOT fw/bw ops | saved | kernels/extern | guards |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in report.pipeline:
-        d, a, i, r = row["dynamo"], row["aot"], row["inductor"], row["runtime"]
-        lines.append(
-            f"| {_md(row['compile_id'])} | {_md(row['frame'])} | {_dash(d['instructions'])}/"
-            f"{_dash(d['graph_nodes'])}/{d['graph_breaks']} | {_dash(a['forward_ops'])}/"
-            f"{_dash(a['backward_ops'])} | {_kib(a['saved_bytes'])} | {i['kernels']}/{i['extern_calls']} "
-            f"| {_dash(r['guards'])} |"
-        )
-    lines.append("")
-    if report.compile_time_s:
-        lines.append("Compile time: " + ", ".join(f"{k} {v:.2f} s" for k, v in report.compile_time_s.items()))
-        lines.append("")
-    lines.append("### Top problems")
-    lines += [
-        f"{n}. **{_md(p.title)}**"
-        + (f" at {_md(p.where)}" if p.where else "")
-        + (f": {_md(p.detail)}" if p.detail else "")
-        for n, p in enumerate(report.problems[:10], start=1)
-    ] or ["None: no graph breaks, recompiles or failed frames."]
-    lines.append("")
-    for _anchor, title, render in _sections(report)[1:]:
-        text = _capture(render, color=False).export_text()
+MARKDOWN_BUDGET = 60_000  # bytes of the PR-sized Markdown: a GitHub PR comment holds about 65 KB
+OVERVIEW_BUDGET = 20_000  # of which the per-compile table takes at most this many
+
+
+def report_markdown(report: Report, *, full: bool = False, target: str | None = None) -> str:
+    """For a PR comment: the counts, the top problems and one row per compile, then every view's
+    text folded in `<details>`. Without `full` it stays under MARKDOWN_BUDGET bytes: a view that
+    does not fit (nor a row of the table) is not cut but left out, with its size and the command
+    that prints it. `full`: every view whole."""
+    target = target or report.model.target
+    lines = _markdown_overview(report, full, target)
+    used = _size(lines)
+    left_out: list[str] = []
+    for anchor, title, render in _sections(report)[1:]:
+        estimate = _estimated_lines(report, anchor)
+        if not full and estimate > NOT_RENDERED_ABOVE_LINES:  # pages that could never fit: not rendered
+            left_out.append(
+                f"- **{html.escape(title, quote=False)}**: about {estimate:,} lines: "
+                f"`{_md_code(f'tcx {anchor} {shlex.quote(target)}')}`"
+            )
+            continue
+        text = _capture(render, color=False).export_text().rstrip()
         fence = "`" * max(3, _longest_backticks(text) + 1)
-        lines += [
-            f"<details><summary>{html.escape(title)}</summary>",
+        n_lines = text.count("\n") + 1
+        block = [
+            f"<details><summary>{html.escape(title, quote=False)} ({n_lines:,} lines)</summary>",
             "",
             f"{fence}text",
-            text.rstrip(),
+            text,
             fence,
             "",
             "</details>",
             "",
         ]
+        if full or used + _size(block) + LEFT_OUT_RESERVE <= MARKDOWN_BUDGET:
+            lines += block
+            used += _size(block)
+        else:
+            size = len(text.encode("utf-8"))
+            left_out.append(
+                f"- **{html.escape(title, quote=False)}**: {n_lines:,} lines ({size / 1024:,.0f} KiB): "
+                f"`{_md_code(f'tcx {anchor} {shlex.quote(target)}')}`"
+            )
+    if left_out:
+        command = _md_code(f"tcx report {shlex.quote(target)} --format markdown --full")
+        lines += [
+            f"Left out to keep this comment PR-sized (every view whole: `{command}`):",
+            "",
+            *left_out,
+            "",
+        ]
     return "\n".join(lines) + "\n"
+
+
+LEFT_OUT_RESERVE = 2_000  # bytes kept for the list of views left out
+# A view estimated (core/run_index.py) at more lines than this is over MARKDOWN_BUDGET at any line
+# length: the summary names it without rendering it (on a big run that is most of the time saved).
+NOT_RENDERED_ABOVE_LINES = 6_000
+
+
+def _estimated_lines(report: Report, view: str) -> int:
+    from tcx.core import run_index
+
+    if view not in run_index.SHOWN_EVENTS:
+        return 0
+    return run_index.estimated_lines(view, report.model, report.selection)
+
+
+def _markdown_overview(report: Report, full: bool, target: str) -> list[str]:
+    m = report.model
+    lines = [f"## tcx report: {_md(m.target)}", "", f"torch {_md(m.torch_version or '?')}", ""]
+    lines += [" · ".join(f"{label} **{value}**" for label, value in overview_counts(report)), ""]
+    lines.append("### Top problems")
+    problems = report.problems if full else report.problems[:TOP_PROBLEMS]
+    lines += [
+        f"{n}. **{_md(p.title)}**"
+        + (f" at {_md(_where(p.where))}" if p.where else "")
+        + (f": {_md(p.detail)}" if p.detail else "")
+        for n, p in enumerate(problems, start=1)
+    ] or ["None: no graph breaks, recompiles or failed frames."]
+    if len(report.problems) > len(problems):
+        more = len(report.problems) - len(problems)
+        command = _md_code(f"tcx report {shlex.quote(target)} --format markdown --full")
+        lines += ["", f"and {more} more: `{command}` lists every one"]
+    lines += ["", "### Per compile", ""]
+    lines += [
+        "| " + " | ".join(OVERVIEW_COLUMNS) + " |",
+        "|" + "---|" * len(OVERVIEW_COLUMNS),
+    ]
+    rows = overview_rows(report)
+    shown = 0
+    size = _size(lines)
+    for cells in rows:
+        line = "| " + " | ".join(_md(c) for c in cells) + " |"
+        if not full and size + len(line.encode("utf-8")) + 1 > OVERVIEW_BUDGET:
+            break
+        lines.append(line)
+        size += len(line.encode("utf-8")) + 1
+        shown += 1
+    if shown < len(rows):
+        lines += ["", f"{len(rows) - shown:,} more compiles not listed here (`--full` lists every one)."]
+    lines.append("")
+    if report.compile_time_s:
+        lines += [_md(compile_time_text(report)), ""]
+    return lines
+
+
+def _where(where: str) -> str:
+    """A problem's `file:line` as the text overview prints it (paths shortened alike)."""
+    file, _, lineno = where.rpartition(":")
+    return location(file, int(lineno) if lineno.isdigit() else None)
+
+
+def _md_code(text: str) -> str:
+    """Text for a Markdown code span: a backtick in it cannot end the span early."""
+    return clean(text).replace("`", "'")
+
+
+def _size(lines: list[str]) -> int:
+    return sum(len(line.encode("utf-8")) + 1 for line in lines)
 
 
 def _longest_backticks(text: str) -> int:

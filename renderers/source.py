@@ -1,4 +1,5 @@
-"""Source excerpts around a line, syntax-highlighted, from the recording (or a file proven to match it).
+"""Source excerpts around a line (highlighted when colour is on, never cut), from the recording (or
+a file proven to match it).
 
 A recording or log names files by path, and anyone can write one: a crafted `source` event or
 stack frame must not make tcx open, let alone print, a local file. Lines come from the text
@@ -15,11 +16,14 @@ import hashlib
 import os
 import stat
 
-from rich.syntax import Syntax
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 
-from tcx.core.analysis import Sources
+from tcx.core.model import Sources
 from tcx.core.source_roots import in_pseudo_filesystem, inside
+from tcx.renderers.code_block import CONTINUATION, colored, highlighted, pieces
 from tcx.renderers.safe import clean
 
 CONTEXT = 2
@@ -61,21 +65,40 @@ def _disk_lines(file: str, sha256: str | None) -> list[str] | None:
     return data.decode("utf-8", errors="replace").splitlines()
 
 
-def excerpt(file: str | None, line: int | None, sources: Sources, fallback: str = "") -> Syntax | Text:
-    """Lines around `line` with it highlighted; the recorded code line when the file is gone."""
+def excerpt(file: str | None, line: int | None, sources: Sources, fallback: str = "") -> SourceExcerpt | Text:
+    """Lines around `line` with it marked; the recorded code line when the file is gone."""
     lines = source_lines(file, sources) if file else None
     if not lines or line is None or not (1 <= line <= len(lines)):
         return Text(f"    {clean(fallback)}" if fallback else "    (source not available)", style="muted")
     start = max(1, line - CONTEXT)
     end = min(len(lines), line + CONTEXT)
-    code = "\n".join(clean(ln) for ln in lines[start - 1 : end])
-    return Syntax(
-        code,
-        "python",
-        line_numbers=True,
-        start_line=start,
-        highlight_lines={line},
-        theme="ansi_dark",
-        background_color="default",
-        word_wrap=True,
-    )
+    return SourceExcerpt([clean(ln) for ln in lines[start - 1 : end]], start, line)
+
+
+class SourceExcerpt:
+    """Numbered source lines, `marked` with ❱, highlighted when colour is on. A line wider than the
+    room it gets wraps under its code with CONTINUATION (renderers/code_block.py): never cut."""
+
+    def __init__(self, lines: list[str], start: int, marked: int) -> None:
+        self.lines = lines
+        self.start = start
+        self.marked = marked
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        code = "\n".join(self.lines)
+        texts = highlighted(code, "python") if colored(console) else [Text(ln) for ln in self.lines]
+        digits = len(str(self.start + len(self.lines) - 1))
+        gutter = 2 + digits + 1
+        room = max(options.max_width - gutter, 1)
+        for number, text in enumerate(texts, start=self.start):
+            mark = number == self.marked
+            head = Text("❱ " if mark else "  ", style="bad" if mark else "")
+            head.append(f"{number:>{digits}} ", style="" if mark else "muted")
+            for i, (piece, _) in enumerate(pieces(text, room, at_spaces=True, mark_all=True)):
+                if i:
+                    yield Segment(" " * gutter)
+                    yield Segment(CONTINUATION, Style(dim=True))
+                else:
+                    yield from head.render(console, end="")
+                yield from piece.render(console, end="")
+                yield Segment.line()

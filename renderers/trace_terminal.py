@@ -5,7 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.trace_view import TraceCompile, TraceView, shape_guard_text
+from tcx.core.torchtext.guards import shape_guard_text
+from tcx.core.trace_view import TraceCompile, TraceView
+from tcx.renderers.code_block import Wrapped
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 from tcx.renderers.source import source_lines
@@ -36,7 +38,7 @@ def _render_compile(comp: TraceCompile, view: TraceView, console: Console, limit
     head.append(f" attempt {comp.attempt}" if comp.attempt or comp.restarted else "", style="title")
     head.append(f" · {clean(comp.function)} ", style="bold")
     head.append(location(comp.file, comp.firstlineno), style="loc")
-    console.print(head)
+    console.print(Wrapped(head, prose=True))
     facts = [f"{len(comp.instructions) + comp.elided} instructions", f"{len(comp.graph_nodes)} graph nodes"]
     if comp.compiled_at:
         facts.append(f"graph compiled at {_offset(comp.compiled_at)} {comp.compiled_at['opname']}")
@@ -46,7 +48,9 @@ def _render_compile(comp: TraceCompile, view: TraceView, console: Console, limit
         facts.append(f"restarted: traced again as the next attempt, because {comp.restart_reason}")
     if comp.error and not comp.compiled_at:
         facts.append(f"ended with {comp.error}")
-    console.print(Text("  " + " · ".join(clean(f) for f in facts), style="muted"))
+    console.print(
+        Wrapped(Text("  " + " · ".join(clean(f) for f in facts), style="muted"), prose=True, hang=2)
+    )
     shown = comp.instructions if limit <= 0 else comp.instructions[:limit]
     where: tuple | None = None
     for ins in shown:
@@ -54,16 +58,15 @@ def _render_compile(comp: TraceCompile, view: TraceView, console: Console, limit
         key = (ins.get("function"), ins.get("file"), ins.get("line"))
         if key != where:
             if (where is None or key[:2] != where[:2]) and ins.get("depth"):
-                console.print(
-                    Text(f"  {indent}↳ inlined {clean(ins.get('function'))} ", style="muted").append(
-                        location(ins.get("file"), ins.get("line")), style="loc"
-                    )
-                )
+                inlined = Text(f"  {indent}↳ inlined {clean(ins.get('function'))} ", style="muted")
+                inlined.append(location(ins.get("file"), ins.get("line")), style="loc")
+                console.print(Wrapped(inlined, hang=len(indent) + 4))
             where = key
-            console.print(_source_row(indent, ins, view))
-        console.print(_ins_row(indent, ins))
+            console.print(Wrapped(_source_row(indent, ins, view), hang=len(indent) + 9))
+        row, stack_column = _ins_row(indent, ins)
+        console.print(Wrapped(row, hang=stack_column))
         for extra in _annotations(indent, ins):
-            console.print(extra)
+            console.print(Wrapped(extra, hang=len(indent) + 13))
     hidden = len(comp.instructions) - len(shown) + comp.elided
     if hidden > 0:
         console.print(
@@ -94,13 +97,16 @@ def _drawn_depth(depth: object) -> int:
     return max(0, min(depth, MAX_DRAWN_DEPTH)) if isinstance(depth, int) else 0
 
 
-def _ins_row(indent: str, ins: dict) -> Text:
+def _ins_row(indent: str, ins: dict) -> tuple[Text, int]:
+    """The instruction's row (its argument whole), and the column its stack starts at (a stack
+    wider than the line wraps under it)."""
     arg = ins.get("argrepr") or ("" if ins.get("argval") is None else str(ins.get("argval")))
     row = Text(f"  {indent}     {_offset(ins):>4} ")
     row.append(f"{clean(ins.get('opname')):<24}", style="bold")
-    row.append(f" {clean(arg)[:24]:<14} ")
+    row.append(f" {clean(arg):<14} ")
+    stack_column = row.cell_len
     row.append("[" + ", ".join(clean(s) for s in ins.get("stack") or []) + "]", style="muted")
-    return row
+    return row, stack_column
 
 
 def _annotations(indent: str, ins: dict) -> list[Text]:

@@ -29,7 +29,7 @@ from tcx.core.errors import UsageError
 from tcx.core.views import VIEWS, Option, View, get
 
 if TYPE_CHECKING:
-    from tcx.core.analysis import RunModel
+    from tcx.core.model import RunModel
     from tcx.core.recorder.inprocess import InProcessRecorder
     from tcx.core.selection import Selection
 
@@ -136,12 +136,12 @@ class Run:
 
     @property
     def model(self) -> RunModel:
-        """The run's model (core/analysis.RunModel): compiles, graph breaks, recompiles, events."""
+        """The run's model (core/model/run.RunModel): compiles, graph breaks, recompiles, events."""
         if self._model is None:
             recorder = self._recorder
             if recorder is None or not recorder.finished:
                 raise UsageError("this run is still recording: use it after its `with` block ends.")
-            from tcx.core.analysis import build_model
+            from tcx.core.model import build_model
             from tcx.core.observed import check_capture
 
             model = build_model(recorder.recording(), "live")

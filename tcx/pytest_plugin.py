@@ -59,9 +59,9 @@ def _budgets(kwargs: dict[str, Any]) -> dict[str, int]:
 
 @contextmanager
 def _recorded(label: str, budgets: dict[str, int]) -> Iterator[RecordedRun]:
-    from tcx.core.analysis import build_model
     from tcx.core.check import evaluate
     from tcx.core.explain import explain
+    from tcx.core.model import build_model
     from tcx.core.recorder.inprocess import InProcessRecorder
 
     run = RecordedRun(label)

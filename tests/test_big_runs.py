@@ -23,10 +23,11 @@ import pytest
 from conftest import torch_trace_records
 from rich.console import Console
 
-from tcx.core.analysis import build_model
 from tcx.core.codegen_view import build_codegen
+from tcx.core.model import build_model
 from tcx.core.rank_pool import rank_report
 from tcx.core.ranks import multi_rank_report
+from tcx.core.selection import whole_run
 from tcx.core.selectors import matches
 from tcx.core.trace_events import unpack
 from tcx.core.trace_log import load_trace
@@ -120,7 +121,8 @@ def test_pygments_runs_only_when_colour_is_on_and_only_for_what_is_printed(monke
     model = build_model(load_trace(SIMPLE), "trace")
     render_codegen(build_codegen(model), Console(file=io.StringIO(), theme=THEME, color_system=None))
     assert calls == []  # no colour: no lexer at all
-    one = build_codegen(model, kernel="triton_poi_fused_native_dropout_0")
+    dropout = dataclasses.replace(whole_run(model), kernel="triton_poi_fused_native_dropout_0")
+    one = build_codegen(model, dropout)
     render_codegen(
         one, Console(file=io.StringIO(), theme=THEME, force_terminal=True, color_system="truecolor")
     )
@@ -345,15 +347,15 @@ def test_checksums_hold_for_payloads_with_tabs_of_their_own(tmp_path):
 
 
 def test_a_tensors_device_is_answered_without_reading_its_metadata_again(monkeypatch):
-    from tcx.core.envelope import run_device
     from tcx.core.trace_lazy import LazyMetadata
 
     model = build_model(load_trace(MULTI))
-    lazy_tensors = [e for e in model.trace_events if e.name == "describe_tensor"]
+    lazy_tensors = [e for e in model.documents if e.name == "describe_tensor"]
     assert lazy_tensors and all(isinstance(e._md, LazyMetadata) for e in lazy_tensors)
     assert all(e.body_field("device") == e.body["device"] for e in lazy_tensors)
     monkeypatch.setattr(LazyMetadata, "load", lambda self: pytest.fail("metadata read from disk"))
-    assert run_device(model) == run_device(build_model(load_trace(MULTI, lazy=False))) == "cpu"
+    eager_model = build_model(load_trace(MULTI, lazy=False))
+    assert model.status.device() == eager_model.status.device() == "cpu"
 
 
 def test_a_lazy_log_holds_no_payload_text_in_memory_but_short_ones():

@@ -172,7 +172,7 @@ def test_views_on_files_and_renderers_never_import_torch(tmp_path):
     gz.write_bytes(gzip.compress(SIMPLE_LOG.read_bytes()))
     code = f"""
 import sys
-import tcx.core.analysis, tcx.core.callspec, tcx.core.check, tcx.core.explain, tcx.core.recording
+import tcx.core.model, tcx.core.callspec, tcx.core.check, tcx.core.explain, tcx.core.recording
 import tcx.core.targets, tcx.core.trace_log, tcx.cli.session
 import tcx.renderers.check_output, tcx.renderers.console, tcx.renderers.explain_terminal
 from tcx.cli.main import main

@@ -44,7 +44,7 @@ def test_in_process_recorder_keeps_capture_through_dict_config():
 import logging, logging.config, torch
 from torch._logging._internal import trace_log
 from tcx.core.recorder.inprocess import InProcessRecorder
-from tcx.core.analysis import build_model
+from tcx.core.model import build_model
 before = (type(trace_log), list(trace_log.handlers), trace_log.propagate)
 with InProcessRecorder() as rec:
     logging.config.dictConfig({"version": 1, "loggers": {"torch": {"level": "ERROR"}}})

@@ -34,8 +34,8 @@ from schema_values import with_one_extreme
 from view_outputs import every_output
 
 from tcx.core import fusion_view, report
-from tcx.core.analysis import RunModel, build_model
 from tcx.core.errors import TcxError
+from tcx.core.model import RunModel, build_model
 from tcx.core.recording import load_recording
 from tcx.core.trace_log import load_trace
 from tcx.renderers.safe import json_text

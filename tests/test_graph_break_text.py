@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from conftest import TRACE_FIXTURES
 
-from tcx.core.analysis import build_model
 from tcx.core.graph_break_text import parse_graph_break
+from tcx.core.model import build_model
 from tcx.core.trace_events import unpack
 from tcx.core.trace_log import load_trace
 

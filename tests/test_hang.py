@@ -78,7 +78,7 @@ def test_timeout_stops_every_rank_and_says_where_each_was(tmp_path):
     )
     assert proc.returncode == 3, proc.stderr
     doc = json.loads(proc.stdout)
-    assert doc["program"]["status"] == "timed out"
+    assert doc["program"]["status"] == "timeout"
     _check_report(doc, logs, "timeout")
     assert _running(program) == []
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 from conftest import PROGRAMS, TRACE_FIXTURES, read_torch_trace, run_tcx
 
-from tcx.core.analysis import build_model
+from tcx.core.model import build_model
 from tcx.core.ranks import multi_rank_report, split_by_rank
 from tcx.core.trace_log import load_trace
 

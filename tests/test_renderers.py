@@ -14,14 +14,16 @@ from pathlib import Path
 import pytest
 
 from tcx.cli.main import main
-from tcx.core.analysis import build_model
+from tcx.core import views
 from tcx.core.check import budgets_from, evaluate
 from tcx.core.errors import EXIT_BUDGET, EXIT_INPUT, EXIT_OK, UsageError
 from tcx.core.explain import explain, to_json
+from tcx.core.model import build_model
 from tcx.core.recording import RecordingWriter, load_recording, write_header
-from tcx.renderers.check_output import check_json, github, render_check, rule_id, sarif
+from tcx.renderers.check_output import check_json, github, rule_id, sarif
 from tcx.renderers.console import make_console
 from tcx.renderers.explain_terminal import render_explain
+from tcx.renderers.formats import write
 
 PRINT_BREAK = (Path(__file__).parent / "data" / "graph_break_texts" / "torch2.13_print_break.txt").read_text()
 RECORDED_FILE = "/work/main/fixtures/programs/print_break.py"  # recorded data, not read
@@ -59,6 +61,11 @@ User code traceback:
 
 NoneType: None
 """
+
+
+def render_check(result, fmt, console):
+    """What `tcx check --format FMT` writes (renderers/formats.py)."""
+    write(views.get("check"), result, fmt, console)
 
 
 def trace(key, body, cid=None, attempt=0, payload=None):

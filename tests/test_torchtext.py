@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tcx.core.analysis import build_model
+from tcx.core.model import build_model
 from tcx.core.torchtext import arch, dtypes, fx_graph, guards, names, output_code
 from tcx.core.torchtext.locations import Location, fx_node_location, guard_location
 from tcx.core.trace_log import load_trace
@@ -216,7 +216,7 @@ def test_a_source_line_with_a_hash_keeps_its_comment():
     model = build_model(load_trace(DATA / "traces" / "torch2.13_eager_demo.log.gz"), "trace_log")
     texts = [
         leaf.text
-        for ev in model.trace_events
+        for ev in model.documents
         if ev.name == "dynamo_cpp_guards_str"
         for leaf in guards.guard_tree_leaves(ev.payload or "")
     ]

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from conftest import TRACE_FIXTURES, tool
 
-from tcx.core.analysis import build_model
 from tcx.core.errors import EXIT_INPUT, InputError
 from tcx.core.explain import explain, to_json
+from tcx.core.model import build_model
 from tcx.core.trace_log import load_trace
 
 INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"
@@ -53,7 +53,7 @@ def test_every_tlparse_log_ingests(name):
     rec, model, doc = _summary(INPUTS / name)
     assert rec.events and all(e["kind"] == "trace" and isinstance(e["md"], dict) for e in rec.events)
     assert all(isinstance(e["source_line"], int) for e in rec.events)
-    assert len(model.trace_events) == len(rec.events)
+    assert len(model.documents) == len(rec.events)
     base = Path(name).name
     if base in CHECKSUM_PROBLEMS:
         assert rec.problems == [
@@ -104,9 +104,17 @@ def test_backend_failure_is_read_from_metrics():
     assert "broken_backend" in comp.fail_reason
 
 
-def test_export_log_keeps_unknown_events():
+def test_export_log_events_are_read_by_the_export_view_and_unknown_ones_kept(tmp_path):
+    """Export's own events were unknown until the export view read them (core/model/consumers.py
+    ExportsConsumer); an event no consumer declares is still kept and counted as unknown."""
     _, _, doc = _summary(INPUTS / "export.log")
-    assert doc["unknown_events"] == {"create_unbacked_symbol": 1, "propagate_real_tensors_provenance": 1}
+    assert doc["unknown_events"] == {}
+    log = tmp_path / "future.log"
+    future = json.dumps({"a_future_event": {"x": 1}, "frame_id": 0, "frame_compile_id": 0, "attempt": 0})
+    log.write_text((INPUTS / "export.log").read_text() + f"V1201 10:00:00.000000 1 x.py:1] {future}\n")
+    _, model, doc = _summary(log)
+    assert doc["unknown_events"] == {"a_future_event": 1}
+    assert [ev.name for ev in model.documents.named("a_future_event")] == ["a_future_event"]
 
 
 def test_multi_rank_directory():
@@ -300,5 +308,5 @@ def test_large_payloads_stay_compressed_and_read_back_whole():
     assert packed and all(len(unpack(p)) > PACK_ABOVE for p in packed)
     assert sum(len(p) for p in packed) * 3 < sum(len(unpack(p)) for p in packed)
     model = build_model(rec, "trace")
-    codes = [ev.payload for ev in model.trace_events if ev.name == "inductor_output_code"]
+    codes = [ev.payload for ev in model.documents if ev.name == "inductor_output_code"]
     assert codes and all("def call(" in code for code in codes)

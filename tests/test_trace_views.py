@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import TRACE_FIXTURES, run_tcx, tool
 
-from tcx.core.analysis import build_model
+from tcx.core.model import build_model
 from tcx.core.torchtext.output_code import count_kernels
 from tcx.core.trace_log import load_trace
 
@@ -62,9 +62,7 @@ def test_recompiles_and_kernels_match_tlparse(name, tmp_path):
     recompiles, kernels = _tlparse_plain(log, tmp_path / "tl")
     model = build_model(load_trace(log), "trace")
     assert model.recompile_count == recompiles
-    ours = sum(
-        count_kernels(ev.payload or "") for ev in model.trace_events if ev.name == "inductor_output_code"
-    )
+    ours = sum(count_kernels(ev.payload or "") for ev in model.documents if ev.name == "inductor_output_code")
     assert ours == kernels
 
 

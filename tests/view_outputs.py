@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tcx.core import views
-from tcx.core.analysis import RunModel
+from tcx.core.model import RunModel
 from tcx.core.selection import whole_run
 from tcx.renderers.console import make_console
 from tcx.renderers.safe import json_text
@@ -27,26 +27,30 @@ PREVIEW_VIEWS = ("fusion", "codegen", "cudagraphs")
 PREVIEW_DEVICE = "cuda:sm_90"
 
 
-def _text(render: Callable[[Any], None]) -> str:
-    """What `render(console)` prints to a console and to stdout (JSON, Markdown, HTML, SARIF)."""
+def _text(render: Callable[[Any], None], width: int = WIDTH) -> str:
+    """What `render(console)` prints to a console and to stdout (JSON, Markdown, HTML, SARIF), as
+    in a pipe (not a terminal) `width` columns wide."""
     sink, out = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out):
-        render(make_console(sink, color=False, width=WIDTH))
+        render(make_console(sink, color=False, width=width))
     return sink.getvalue() + out.getvalue()
 
 
 def every_output(
-    model: RunModel, *, formats: tuple[str, ...] | None = None, only: tuple[str, ...] | None = None
+    model: RunModel,
+    *,
+    formats: tuple[str, ...] | None = None,
+    only: tuple[str, ...] | None = None,
+    width: int = WIDTH,
 ) -> dict[str, str]:
     """{"VIEW FORMAT": output} for every registered view and format (only `formats`, and only the
-    views named in `only`, when given). A view with a section in the report prints its text there,
-    with the renderer and result its own command uses: it is not printed a second time alone."""
+    views named in `only`, when given), text `width` columns wide. A view with a section in the
+    report prints its text there, with the renderer and result its own command uses: it is not
+    printed a second time alone."""
     from tcx.core.check import evaluate
     from tcx.core.diff import diff
     from tcx.core.explain import explain
-    from tcx.renderers.check_output import render_check
-    from tcx.renderers.diff_output import render_diff
-    from tcx.renderers.report_output import render_report
+    from tcx.renderers.formats import write
 
     selection = whole_run(model)
     out: dict[str, str] = {}
@@ -58,15 +62,18 @@ def every_output(
         if view.name in ("check", "diff", "report"):  # their renderers take the format
             if view.name == "check":
                 budgets = {"max_graph_breaks": 0, "max_recompiles": 0}
-                render = functools.partial(render_check, evaluate(explain(model, selection), budgets))
+                result: Any = evaluate(explain(model, selection), budgets)
             elif view.name == "diff":
                 facts = view.builder()(model, selection)
-                render = functools.partial(render_diff, diff(facts, facts))
+                result = diff(facts, facts)
             else:
-                report = view.builder()(model, selection)
-                render = functools.partial(render_report, report)
+                report = result = view.builder()(model, selection)
             for fmt in wanted:
-                out[f"{view.name} {fmt}"] = _text(functools.partial(render, fmt))
+                written = functools.partial(_write, write, view, result, fmt)
+                out[f"{view.name} {fmt}"] = _text(written, width)
+            if view.name == "report" and "markdown" in wanted:  # every view whole, not PR-sized
+                whole = functools.partial(_write, write, view, report, "markdown", params={"full": True})
+                out["report --full markdown"] = _text(whole, width)
             if view.name == "report":
                 assert not report.failures, report.failures  # a section broke while printing
             continue
@@ -82,26 +89,31 @@ def every_output(
             if "json" in wanted:
                 out[f"{name} json"] = json_text(view.serializer()(result))
             if "text" in wanted and not (in_report and view.report_title and device == "run"):
-                out[f"{name} text"] = _text(functools.partial(view.renderer(), result))
+                out[f"{name} text"] = _text(functools.partial(view.renderer(), result), width)
     if only is None and (formats is None or "text" in formats):
-        out.update(_show_outputs(model, selection))
+        out.update(_show_outputs(model, selection, width))
     return out
 
 
-def _show_outputs(model: RunModel, selection: Any) -> dict[str, str]:
+def _write(write: Any, view: Any, result: Any, fmt: str, console: Any, params: Any = None) -> None:
+    write(view, result, fmt, console, params)
+
+
+def _show_outputs(model: RunModel, selection: Any, width: int = WIDTH) -> dict[str, str]:
     """`tcx show FILE --events`, `--event NAME` (the first few names), and a big run's index."""
     from tcx.core import run_index
     from tcx.renderers.index_terminal import render_index_head, render_index_rows
     from tcx.renderers.raw_events import render_raw
 
-    out = {"show --events text": _text(lambda c: render_raw(model, None, 20, "text", c))}
-    for name in dict.fromkeys(ev.name for ev in model.trace_events):
-        out[f"show --event {name} text"] = _text(functools.partial(render_raw, model, name, 2, "text"))
+    out = {"show --events text": _text(lambda c: render_raw(model, None, 20, "text", c), width)}
+    for name in dict.fromkeys(ev.name for ev in model.documents):
+        render = functools.partial(render_raw, model, name, 2, "text")
+        out[f"show --event {name} text"] = _text(render, width)
     rows = run_index.index_rows(model, selection, "graphs", model.target)
 
     def index(c: Any) -> None:
         render_index_head("graphs", model, len(rows), 1000, c, function=None)
         render_index_rows(rows, c)
 
-    out["index text"] = _text(index)
+    out["index text"] = _text(index, width)
     return out

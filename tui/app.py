@@ -28,7 +28,7 @@ from textual.widgets import Footer, Input, Static, Tree
 from textual.widgets.tree import TreeNode
 from textual.worker import get_current_worker
 
-from tcx.core.analysis import RunModel
+from tcx.core.model import RunModel
 from tcx.core.selection import Selection
 from tcx.renderers.safe import clean
 from tcx.tui.detail import DetailRenderer, Rendered

@@ -1,8 +1,8 @@
 """The detail pane's content: the registered view of an item, rendered by the view's own renderer.
 
-The view is built through the registry (core/views.py) on a selection narrowed to the item's
-compile ids, optionally narrowed further (one break site, one kernel), and rendered by its
-terminal renderer into a recording rich console; the pane shows what that console recorded.
+The view is built through the registry (core/views.py) on the item's Selection (its compile ids,
+one break site, one kernel: core/selection.focus), and rendered by its terminal renderer into a
+recording rich console; the pane shows what that console recorded.
 A user line is shown from the recording's own copy of the file (renderers/source.py), never
 from an arbitrary path on disk.
 
@@ -21,8 +21,8 @@ from rich.console import Console
 from rich.syntax import Syntax
 from rich.text import Text
 
-from tcx.core.analysis import RunModel
-from tcx.core.selection import Selection
+from tcx.core.model import RunModel
+from tcx.core.selection import Selection, focus
 from tcx.core.views import get
 from tcx.renderers.console import make_console
 from tcx.renderers.header import location
@@ -64,9 +64,7 @@ class DetailRenderer:
         if detail.view == "source":
             render_source(self.model, detail.file, detail.line, console)
         else:
-            view = get(detail.view)
-            result = _narrow_result(self._build(detail), detail)
-            view.renderer()(result, console, **dict(detail.render))
+            get(detail.view).renderer()(self._build(detail), console, **dict(detail.render))
         plain = console.export_text(styles=self.color)
         text = Text.from_ansi(plain) if self.color else Text(plain)
         self._texts[key] = text
@@ -75,57 +73,18 @@ class DetailRenderer:
         return text
 
     def _build(self, detail: Detail) -> Any:
-        key = (detail.view, detail.compile_ids, detail.build)
+        key = (detail.view, detail.compile_ids, detail.kernel, detail.site, detail.build)
         if key in self._built:
             self._built.move_to_end(key)
             return self._built[key]
-        selection = narrowed(self.model, self.selection, detail.compile_ids)
+        selection = focus(
+            self.model, self.selection, detail.compile_ids, kernel=detail.kernel, site=detail.site
+        )
         result = get(detail.view).builder()(self.model, selection, **dict(detail.build))
         self._built[key] = result
         while len(self._built) > self.keep:
             self._built.popitem(last=False)
         return result
-
-
-def narrowed(model: RunModel, selection: Selection, compile_ids: tuple[str, ...]) -> Selection:
-    """The browse's selection, or only these compiles of it."""
-    if not compile_ids:
-        return selection
-    names = frozenset(c.co_name for cid in compile_ids if (c := model.compiles.get(cid)) and c.co_name)
-    return Selection(function=None, compile_ids=compile_ids, whole_run=False, functions=names)
-
-
-def _narrow_result(result: Any, detail: Detail) -> Any:
-    """Keep what the item is about: its compiles' breaks (`focus`), one break site, one kernel."""
-    if detail.kernel is not None and hasattr(result, "sections"):  # the codegen view
-        sections = [
-            dataclasses.replace(s, kernels=[k for k in s.kernels if k.name == detail.kernel])
-            for s in result.sections
-        ]
-        return dataclasses.replace(result, sections=sections)
-    if detail.kernel is not None and hasattr(result, "kernels"):
-        return dataclasses.replace(result, kernels=[k for k in result.kernels if k.name == detail.kernel])
-    if not detail.focus or not hasattr(result, "sites"):
-        return result
-    focus = set(detail.focus)
-    sites = []
-    for site in result.sites:
-        if detail.site is not None and (site.gb_type, site.file, site.line) != detail.site:
-            continue
-        kept = [(o, r) for o, r in zip(site.occurrences, site.regions, strict=True) if o.compile_id in focus]
-        if kept:
-            sites.append(
-                dataclasses.replace(site, occurrences=[o for o, _ in kept], regions=[r for _, r in kept])
-            )
-    compiles = {cid: c for cid, c in result.compiles.items() if cid in focus}
-    names = {c.display_name for c in compiles.values()}
-    return dataclasses.replace(
-        result,
-        compiles=compiles,
-        sites=sites,
-        failed_frames=[f for f in result.failed_frames if f.compile_id in focus],
-        frames_compiled=[n for n in result.frames_compiled if n in names],
-    )
 
 
 def render_source(model: RunModel, file: str | None, line: int | None, console: Console) -> None:

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tcx.core.analysis import Compile, Frame, GraphBreak, RunModel
 from tcx.core.graphs_view import GRAPH_EVENTS
+from tcx.core.model import Compile, Frame, GraphBreak, RunModel
 from tcx.core.selection import Selection
 from tcx.core.views import get
 from tcx.renderers.header import short_path
@@ -34,10 +34,9 @@ class Detail:
     """What the detail pane renders for an item.
 
     `view` names a registered view (or "source": a user line in the recording's own copy of
-    the file). The view is built on `compile_ids` (empty: the browse's whole selection) with
-    `build` options and rendered with `render` options; `focus` keeps only these compiles'
-    breaks in an explain result (its resume compiles are built too, so the regions can name
-    them), `site` only the break site with this key, `kernel` only the kernel of this name.
+    the file). The view is built on the Selection of `compile_ids` (empty: the browse's whole
+    selection), `site` (one break site's key) and `kernel` (one kernel's name), with `build`
+    options, and rendered with `render` options.
     `anchor`: a regular expression (MULTILINE); the detail scrolls to the line where its `nth`
     match starts, and marks it."""
 
@@ -45,7 +44,6 @@ class Detail:
     compile_ids: tuple[str, ...] = ()
     build: tuple[tuple[str, Any], ...] = ()
     render: tuple[tuple[str, Any], ...] = ()
-    focus: tuple[str, ...] = ()
     site: tuple[str, str | None, int | None] | None = None
     kernel: str | None = None
     anchor: str = ""
@@ -141,9 +139,7 @@ def build_index(model: RunModel, selection: Selection) -> Index:
     compiles: dict[str, Compile] = explanation.compiles
     graphs = _graph_kinds(model, compiles)
     fusion = {
-        str(e.get("compile_id"))
-        for e in model.recorder_events
-        if e.get("kind") == "fusion" and "nodes" in e and not e.get("preview")
+        str(e.get("compile_id")) for e in model.captures.of("fusion") if "nodes" in e and not e.get("preview")
     }
     breaks = [o for s in explanation.sites for o in zip(s.occurrences, s.regions, strict=True)]
     root = b.add(
@@ -162,32 +158,33 @@ def build_index(model: RunModel, selection: Selection) -> Index:
                 f"frame {frame}",
                 "frame",
                 f"{first.display_name}{where}  ({len(members)} compile{'s' if len(members) != 1 else ''})",
-                Detail("explain"),  # filled below, once the resume compiles are known
+                Detail("explain"),  # filled below, once its compiles are known
                 parent=root.key,
                 search=_search(first.co_name, first.display_name, first.co_filename),
             )
         )
-    resume_of = {id(brk): _resume_compile(brk, region, compiles) for brk, region in breaks}
+    # the compile each break resumed in, as explain names it (core/explain.py _ResumeCompiles)
+    resume_of = {
+        id(brk): region["resumed_in"] if region.get("resumed_in") not in (None, "eager") else None
+        for brk, region in breaks
+    }
     per = _PerCompile(breaks, guards.entries, codegen, recompiles)
     for cid, comp in compiles.items():
         own = per.breaks.get(cid, [])
-        resumes = tuple(dict.fromkeys(r for brk, _ in own if (r := resume_of[id(brk)])))
         b.add(
             Item(
                 f"compile {cid}",
                 "compile",
                 _compile_label(comp, len(own), len(per.kernels.get(cid, []))),
-                Detail("explain", (cid, *resumes), focus=(cid,)),
+                Detail("explain", (cid,)),
                 parent=f"frame {_frame_of(cid)}",
                 search=_search(cid, comp.co_name, comp.display_name),
             )
         )
         _stages(b, comp, per, resume_of, graphs.get(cid, set()), cid in fusion)
     for item in b.items.values():
-        if item.kind == "frame":  # its compiles, and the resume compiles their breaks name
-            ids = tuple(k.split(" ", 1)[1] for k in item.children)
-            extra = tuple(r for c in item.children for r in b.items[c].detail.compile_ids[1:] if r not in ids)
-            item.detail = Detail("explain", tuple(dict.fromkeys((*ids, *extra))), focus=ids)
+        if item.kind == "frame":  # its compiles
+            item.detail = Detail("explain", tuple(k.split(" ", 1)[1] for k in item.children))
     _link_recompiles(b, recompiles)
     return Index(b.items, root.key)
 
@@ -310,7 +307,7 @@ def _breaks(
             f"{parent}/breaks",
             "stage",
             f"graph breaks ({len(own)})",
-            Detail("explain", (cid, *(r for brk, _ in own if (r := resume_of[id(brk)]))), focus=(cid,)),
+            Detail("explain", (cid,)),
             parent=parent,
         )
     )
@@ -323,7 +320,7 @@ def _breaks(
                 key,
                 "break",
                 f"{brk.gb_type} at {where}",
-                Detail("explain", (cid, *((resume,) if resume else ())), focus=(cid,), site=brk.key),
+                Detail("explain", (cid,), site=brk.key),
                 parent=stage.key,
                 search=_search(brk.gb_type, brk.gb_id, brk.explanation, *(f.name for f in brk.user_stack)),
             )
@@ -344,7 +341,7 @@ def _guards(b: _Builder, parent: str, cid: str, entries: list[Any]) -> None:
             f"{parent}/guards",
             "stage",
             f"guards ({count})",
-            Detail("guards", (cid,), build=(("compile_id", cid),)),
+            Detail("guards", (cid,)),
             parent=parent,
         )
     )
@@ -362,13 +359,7 @@ def _guards(b: _Builder, parent: str, cid: str, entries: list[Any]) -> None:
                         f"{stage.key}/{i}",
                         "guard",
                         label if g.source else f"{label}  {first[:60]}".rstrip(),
-                        Detail(
-                            "guards",
-                            (cid,),
-                            build=(("compile_id", cid),),
-                            anchor=_guard_row(g.kind, g.source),
-                            nth=nth,
-                        ),
+                        Detail("guards", (cid,), anchor=_guard_row(g.kind, g.source), nth=nth),
                         parent=stage.key,
                         search=_search(g.kind, g.source, *g.text),
                     )
@@ -401,8 +392,8 @@ def _kernels(b: _Builder, parent: str, cid: str, kernels: list[Any], graphs: set
                 Detail(
                     "codegen",
                     (cid,),
-                    build=(("graph", k.graph), ("kernel", k.name)),
-                    render=(("lifetimes", False), ("only_kernel", k.name)),
+                    build=(("graph", k.graph),),
+                    render=(("lifetimes", False),),
                     kernel=k.name,
                 ),
                 parent=stage.key,
@@ -414,7 +405,7 @@ def _kernels(b: _Builder, parent: str, cid: str, kernels: list[Any], graphs: set
             detail = (
                 Detail("graphs", (cid,), render=(("show", (shown,)),), anchor=wrapped(op) + r"(?![\w.])")
                 if shown
-                else Detail("codegen", (cid,), build=(("graph", k.graph), ("kernel", k.name)), kernel=k.name)
+                else Detail("codegen", (cid,), build=(("graph", k.graph),), kernel=k.name)
             )
             child = b.add(Item(f"{key}/op/{op}", "op", f"ATen {op}", detail, parent=key, search=_search(op)))
             item.links.append(Link(child.label, child.key))
@@ -482,25 +473,11 @@ def _failing_guard(b: _Builder, failure: Any) -> str | None:
     return stage.key
 
 
-def _resume_compile(brk: GraphBreak, region: dict[str, Any], compiles: dict[str, Compile]) -> str | None:
-    """The compile that traced the rest of the frame after `brk`: the first compile of its resume
-    function that started after the compile that broke (a recompile of the function resumes in
-    the resume function's own recompile), else the one explain names."""
-    name = region.get("resume_function")
-    if not name or region.get("resumed_in") in (None, "eager"):
-        return None
-    ids = list(compiles)
-    after = ids.index(brk.compile_id) if brk.compile_id in ids else -1
-    later = [cid for cid in ids[after + 1 :] if compiles[cid].co_name == name]
-    return later[0] if later else region.get("resumed_in")
-
-
 def _graph_kinds(model: RunModel, compiles: dict[str, Compile]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
-    for ev in model.trace_events:
-        kind = GRAPH_EVENTS.get(ev.name)
-        if kind and ev.compile_id in compiles:
-            out.setdefault(ev.compile_id, set()).add(kind)
+    for ev in model.documents.of(*GRAPH_EVENTS):
+        if ev.compile_id in compiles:
+            out.setdefault(ev.compile_id, set()).add(GRAPH_EVENTS[ev.name])
     return out
 
 

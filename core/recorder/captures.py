@@ -35,6 +35,7 @@ CAPTURES: dict[str, str] = {
     "caches": "tcx.core.recorder.compat_cache:install",  # `tcx cache`: caches on, keys logged
     "export": "tcx.core.recorder.compat_export:install",  # `tcx export`; export=MODE: tcx exports :func
     "cost": "tcx.core.recorder.compat_cost:install",  # `tcx cost`: calls timed, steady ones profiled
+    "fix": "tcx.core.recorder.compat_fix:install",  # `tcx fix`: fix=SPEC.json, a remedy applied, outputs kept
 }
 
 # Callbacks a capture registers to run once the program has finished (e.g. walk the cache

@@ -74,7 +74,7 @@ def install(spec: dict[str, Any], writer: ProcessWriter) -> str | None:
 def record_this_process(config: dict[str, Any], how: str) -> None:
     """In a started child interpreter, right after it imported torch: record its compiles."""
     from tcx.core.recorder import compat
-    from tcx.core.recorder.child import TraceHandler
+    from tcx.core.recorder.handlers import TraceHandler
 
     directory = Path(config["dir"])
     writer = ProcessWriter(_child_recording(directory, how))

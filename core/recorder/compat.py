@@ -140,7 +140,10 @@ def _unpin(log: logging.Logger, handler: logging.Handler) -> None:
     }
     log.__class__ = state["_tcx_base"]
     log.__dict__.update(state["_tcx_saved"])
-    log.__dict__["handlers"] = state["_tcx_handlers"]
+    # The logger's own handlers (torch's LazyTraceHandler) come back even when the program's
+    # logging configuration cleared them during the block; handlers it added stay.
+    saved = list(state["_tcx_saved"].get("handlers", []))
+    log.__dict__["handlers"] = saved + [h for h in state["_tcx_handlers"] if h not in saved]
 
 
 def caches_disabled(value: bool) -> bool | None:

@@ -33,7 +33,7 @@ from tcx.core.torchtext.locations import guard_location
 from tcx.core.torchtext.names import is_generated_global, is_resume
 
 MAX_RECORDS = 50_000  # instructions kept per compile attempt; the rest are counted
-MAX_ITEM = 80  # characters of one formatted stack item
+MAX_ITEM = 160  # characters of one formatted stack item (a longer one says how many were left out)
 MAX_SEQ = 6  # items of a tuple/list shown
 _JUMP = re.compile(r"JUMP.*IF|IF.*JUMP")
 
@@ -81,7 +81,8 @@ def _shape(value: Any) -> str:
 
 
 def _short(text: str, limit: int = MAX_ITEM) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """`text`, or its first `limit` characters and how many more there were (never a silent cut)."""
+    return text if len(text) <= limit else f"{text[:limit]}…(+{len(text) - limit} chars)"
 
 
 def _qualname(value: Any) -> str:
@@ -603,7 +604,7 @@ def _describe_guard(g: Any, tree: dict[tuple[str, str], list[str]]) -> dict[str,
         "kind": kind,
         "source": name,
         "origin": str(origin) if origin else None,
-        "text": [_short(t, 600) for t in text[:8]],
+        "text": [_short(t, 600) for t in text[:8]] + ([f"(+{len(text) - 8} more)"] if len(text) > 8 else []),
     }
     user = g.user_stack[-1] if getattr(g, "user_stack", None) else None
     if user is not None:

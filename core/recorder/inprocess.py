@@ -92,7 +92,7 @@ class InProcessRecorder:
 
         from tcx.core.recorder import compat
         from tcx.core.recorder.captures import run_at_start
-        from tcx.core.recorder.child import LogHandler, TraceHandler
+        from tcx.core.recorder.handlers import LogHandler, TraceHandler
 
         write_header(
             self.path,
@@ -247,8 +247,8 @@ def _snapshot_sources(path: Path) -> None:
     """Embed the user's files the recording points at (break stacks, compiled frames), as the CLI
     does after a live run. A notebook cell has no file on disk: its text comes from linecache,
     where IPython keeps it."""
-    from tcx.core.analysis import build_model
     from tcx.core.frames import frame_origin, is_recorder_frame
+    from tcx.core.model import build_model
 
     model = build_model(load_recording(path), "live")
     files = [f.file for b in model.graph_breaks for f in b.user_stack]

@@ -76,3 +76,14 @@ def nbytes(shape: Sequence[str | int], dtype: str | None) -> int | None:
             return None
         n *= int(text)
     return n * size
+
+
+def human_bytes(n: int | None) -> str:
+    """A size as people read it: 512 B, 12.5 KiB, 3.2 MiB ("?" when unknown)."""
+    if n is None:
+        return "?"
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.4g} KiB"
+    return f"{n / 1024 / 1024:.4g} MiB"

@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from tcx.core.torchtext.locations import Location, guard_location
 
@@ -298,3 +299,9 @@ def guard_tree_leaves(text: str) -> list[TreeLeaf]:
                 sources.pop()
             sources.append((depth, m["source"]))
     return leaves
+
+
+def shape_guard_text(g: dict[str, Any]) -> str:
+    """`s77 > 64  ← if x.shape[0] > 64:  # seed_f.py:12 in f` (torch's own site, minus Dynamo's frame)."""
+    where = without_dynamo_site(str(g.get("where") or ""))
+    return f"{g.get('expr')}  ← {where}" if where else str(g.get("expr"))

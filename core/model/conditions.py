@@ -10,9 +10,10 @@ torch-free: the same facts for a live run, a saved recording and a TORCH_TRACE l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tcx.core.analysis import RunModel
+if TYPE_CHECKING:
+    from tcx.core.model.run import RunModel
 
 # What torch.compile uses when the program does not say (torch.compile's own defaults).
 DEFAULTS = {"backend": "inductor", "mode": "None", "dynamic": "None"}

@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from tcx.core.analysis import Frame, RunModel
-from tcx.core.explain import program_status
+from tcx.core.model.facts import Frame
+from tcx.core.model.run import RunModel
+from tcx.core.model.status import ProgramStatus
 
 # torch appends these to its exceptions; they say how to get more output, not what failed.
 _BOILERPLATE = re.compile(
@@ -40,17 +41,17 @@ class Failure:
 
 def failure(m: RunModel) -> Failure | None:
     """None when the program ended well (or the input does not say how it ended: a log)."""
-    st = program_status(m)
-    status = st["status"]
+    st = m.status.program
+    status = st.status
     if status in ("ok", "not recorded"):
         return None
-    frames = _frames(m.program_exit or {}, st.get("traceback") or "")
+    frames = _frames(m.program_exit or {}, st.traceback or "")
     user = [f for f in frames if f.origin == "user"]
     raised_at = user[-1] if user else None
     called_from = _called_from(frames)
     if called_from == raised_at:
         called_from = None
-    message, cut = _message(st.get("message") or "")
+    message, cut = _message(st.message or "")
     shown = sum(f is not None for f in (raised_at, called_from))
     return Failure(
         status=status,
@@ -64,32 +65,32 @@ def failure(m: RunModel) -> Failure | None:
             f.origin == "torch" and re.search(r"/torch/_(dynamo|inductor|functorch)/", f.file) for f in frames
         ),
         compiles=len(m.compiles),
-        output_tail=[] if frames else list(st.get("output_tail") or [])[-10:],
+        output_tail=[] if frames else list(st.output_tail or [])[-10:],
     )
 
 
-def _headline(m: RunModel, st: dict[str, Any]) -> str:
-    status = st["status"]
+def _headline(m: RunModel, st: ProgramStatus) -> str:
+    status = st.status
     if status == "exception":
-        return f"it raised {st.get('exc_type') or 'an exception'}"
+        return f"it raised {st.exc_type or 'an exception'}"
     if status == "syntax":
         return "it has a syntax error"
     if status == "exit":
-        return f"it called sys.exit({st.get('exit_code')})"
+        return f"it called sys.exit({st.exit_code})"
     if status == "timeout":
-        return f"tcx stopped it after --timeout {st.get('timeout_s')} s"
+        return f"tcx stopped it after --timeout {st.timeout_s} s"
     if status == "interrupted":
-        return f"tcx received {st.get('interrupted_by') or 'a signal'} and stopped it"
+        return f"tcx received {st.interrupted_by or 'a signal'} and stopped it"
     if status == "crashed":
-        return f"the process was killed by {st.get('signal')} (a crash in native code?)"
+        return f"the process was killed by {st.signal} (a crash in native code?)"
     if status == "usage":
         return "tcx could not run it as asked"
     if m.run_start is None:
         return (
-            f"tcx's recorder did not start (its process exited with code {st.get('exit_code')} "
+            f"tcx's recorder did not start (its process exited with code {st.exit_code} "
             "before the program ran)"
         )
-    return f"the recorder ended without a report (exit code {st.get('exit_code')})"
+    return f"the recorder ended without a report (exit code {st.exit_code})"
 
 
 def _frames(exit_event: dict[str, Any], traceback: str) -> list[Frame]:

@@ -1,0 +1,22 @@
+"""The run model (issue 24): facts built once from a recording or a log, read by every view.
+
+facts.py (compiles, breaks, recompiles, sources), run.py (RunModel, Documents, Captures),
+status.py (how the run went), conditions.py (backend and caches), failure.py (what failed and
+where), consumers.py and build.py (the one pass that makes them).
+"""
+
+from tcx.core.model.build import KNOWN_EVENTS, build_model
+from tcx.core.model.facts import Compile, Frame, GraphBreak, Recompile, Sources, resume_target
+from tcx.core.model.run import RunModel
+
+__all__ = [
+    "KNOWN_EVENTS",
+    "Compile",
+    "Frame",
+    "GraphBreak",
+    "Recompile",
+    "RunModel",
+    "Sources",
+    "build_model",
+    "resume_target",
+]

@@ -1,0 +1,195 @@
+"""The run model: every fact the views read, built once from a recording or a log (build.py).
+
+Views read facts, never the recording: compiles, graph breaks and recompiles as typed objects;
+the payloads torch logged (graphs, output code, guard trees, cache lookups...) through
+`Documents`, indexed by kind, each read from disk only when asked for; the recorder's captures
+(per-call timeline, traced instructions, fusion, CUDA graphs...) through `Captures`, by kind.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tcx.core.aoti_provenance import AotiCompile
+from tcx.core.model.exports import ExportRun
+from tcx.core.model.facts import Compile, GraphBreak, Recompile, Sources
+from tcx.core.trace_events import Interner, TraceEvent
+
+if TYPE_CHECKING:
+    from tcx.core.model.status import RunStatus
+    from tcx.core.recording import Recording
+
+# The kinds of payload the views read (Documents.of refuses others: a view that needs a new kind
+# declares it here, so the schema of what tcx understands is this list and the consumers').
+DOCUMENT_KINDS = frozenset(
+    {
+        "dynamo_output_graph",
+        "dynamo_cpp_guards_str",
+        "dynamo_guards",
+        "aot_joint_graph",
+        "aot_forward_graph",
+        "aot_backward_graph",
+        "aot_inference_graph",
+        "inductor_pre_grad_graph",
+        "inductor_post_grad_graph",
+        "inductor_output_code",
+        "compilation_metrics",
+        "bwd_compilation_metrics",
+        "chromium_event",
+        "describe_storage",
+        "describe_tensor",
+        "describe_source",
+        "create_symbol",
+        "guard_added",
+        "guard_added_fast",
+        "propagate_real_tensors",
+        "expression_created",
+        "symbolic_shape_specialization",
+        "missing_fake_kernel",
+        "mismatched_fake_kernel",
+        "exported_program",
+        "dynamo_start",
+        "artifact",  # every `artifact:NAME` (cache lookups, provenance, bytecode, export reports...)
+    }
+)
+
+
+class Documents:
+    """The structured-trace events of a run, in order and indexed by name (`artifact:NAME` for an
+    artifact). Each is a TraceEvent whose payload is read when asked for."""
+
+    def __init__(self) -> None:
+        self._all: list[TraceEvent] = []
+        self._by_name: dict[str, list[TraceEvent]] = {}
+
+    def add(self, ev: TraceEvent) -> None:
+        self._all.append(ev)
+        self._by_name.setdefault(ev.name, []).append(ev)
+
+    def of(self, *kinds: str) -> list[TraceEvent]:
+        """The events of these kinds, in run order. A kind may be a pattern (`*` for any text):
+        "artifact:fx_graph_cache_*" takes every such artifact, "artifact:*_BYTECODE" too."""
+        for kind in kinds:
+            if kind.split(":", 1)[0] not in DOCUMENT_KINDS:
+                raise KeyError(f"{kind!r} is not a declared document kind (core/model/run.py)")
+        names = {n for kind in kinds for n in self._names(kind)}
+        if len(names) == 1:
+            return list(self._by_name[names.pop()])
+        return [ev for ev in self._all if ev.name in names] if names else []
+
+    def _names(self, kind: str) -> list[str]:
+        if "*" not in kind:
+            return [kind] if kind in self._by_name else []
+        return [name for name in self._by_name if fnmatch.fnmatchcase(name, kind)]
+
+    def census(self) -> Counter[str]:
+        """How many events of each name (`tcx show --events`)."""
+        return Counter({name: len(evs) for name, evs in self._by_name.items()})
+
+    def named(self, name: str) -> list[TraceEvent]:
+        """Events of any name, declared or not: for `tcx show --event NAME`, which prints them raw."""
+        return list(self._by_name.get(name, ()))
+
+    def __iter__(self) -> Iterator[TraceEvent]:
+        return iter(self._all)
+
+    def __len__(self) -> int:
+        return len(self._all)
+
+
+class Captures:
+    """The recorder's own events (everything but torch's trace), by kind, in recording order."""
+
+    def __init__(self) -> None:
+        self._by_kind: dict[str, list[dict[str, Any]]] = {}
+
+    def add(self, event: dict[str, Any]) -> None:
+        self._by_kind.setdefault(event["kind"], []).append(event)
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return self._by_kind.get(kind, [])
+
+    def first(self, kind: str) -> dict[str, Any] | None:
+        found = self._by_kind.get(kind)
+        return found[0] if found else None
+
+
+@dataclass
+class RunModel:
+    """Everything the views need, derived from one recording or log."""
+
+    source_kind: str  # "live", "recording" or "trace"
+    source: str
+    target: str
+    header: dict[str, Any]
+    compiles: dict[str, Compile]
+    graph_breaks: list[GraphBreak]
+    graph_count: int
+    recompiles: list[Recompile]
+    sources: Sources
+    unknown_events: Counter[str]
+    problems: list[str]
+    documents: Documents
+    captures: Captures
+    # file names torch's stacks name by index (its `str` events), for the whole run
+    interner: Interner = field(default_factory=Interner)
+    exports: list[ExportRun] = field(default_factory=list)  # torch.export / draft_export calls
+    aoti_compiles: list[AotiCompile] = field(default_factory=list)  # AOTInductor packages
+    ranks: list[int] = field(default_factory=list)
+    # The loaded input: only a multi-rank input's per-rank models are built from it again
+    # (core/rank_pool.py); views read the facts above.
+    recording: Recording | None = None
+
+    @property
+    def run_start(self) -> dict[str, Any] | None:
+        return self.captures.first("run_start")
+
+    @property
+    def program_exit(self) -> dict[str, Any] | None:
+        return self.captures.first("program_exit")
+
+    @property
+    def outcome(self) -> dict[str, Any] | None:
+        return self.captures.first("outcome")
+
+    @property
+    def compile_calls(self) -> list[dict[str, Any]]:
+        return self.captures.of("compile_call")
+
+    @property
+    def calls(self) -> list[dict[str, Any]]:
+        return self.captures.of("call")
+
+    @property
+    def logs(self) -> list[dict[str, Any]]:
+        return self.captures.of("log")
+
+    @functools.cached_property
+    def status(self) -> RunStatus:
+        """How the run went and under what conditions: computed once (core/model/status.py)."""
+        from tcx.core.model.status import run_status
+
+        return run_status(self)
+
+    @property
+    def torch_version(self) -> str | None:
+        if self.run_start:
+            return self.run_start.get("torch_version")
+        return self.header.get("torch_version")
+
+    @property
+    def recompile_count(self) -> int:
+        return len(self.recompiles)
+
+    @property
+    def recompile_reasons(self) -> list[str]:
+        return [r.reason for r in self.recompiles]
+
+    @property
+    def failed_compiles(self) -> list[Compile]:
+        return [c for c in self.compiles.values() if c.failed]

@@ -1,0 +1,122 @@
+"""The house's structure: no import cycles between tcx's modules, and no view, renderer, check,
+diff, report or TUI module reading the recording's raw event lists (the run model owns them:
+core/model/).
+
+Imports are read from the source (an import inside a function counts; one under
+`if TYPE_CHECKING:` does not, since it never runs), with the package-dir mapping of
+pyproject.toml (tcx.core = core/, ...).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from conftest import REPO
+
+PACKAGES = {"tcx": REPO / "tcx", "tcx.cli": REPO / "cli", "tcx.core": REPO / "core"}
+PACKAGES |= {"tcx.renderers": REPO / "renderers", "tcx.tui": REPO / "tui"}
+
+
+def modules() -> dict[str, Path]:
+    out = {}
+    for package, folder in PACKAGES.items():
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            name = ".".join((package, *parts))
+            out[name.removesuffix(".__init__")] = path
+    return out
+
+
+def imports(path: Path, known: dict[str, Path]) -> set[str]:
+    """The tcx modules `path` imports when it runs (TYPE_CHECKING blocks left out)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    skipped = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for stmt in block.body
+        for node in ast.walk(stmt)
+    }
+    out = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tcx"):
+            for alias in node.names:  # `from tcx.core import selection` imports a module
+                candidate = f"{node.module}.{alias.name}"
+                out.add(candidate if candidate in known else node.module)
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("tcx"))
+    return {m for m in out if m in known}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles():
+    known = modules()
+    graph = {name: imports(path, known) - {name} for name, path in known.items()}
+    # A package imports its own face's names: `tcx.core.model` -> tcx.core.model.build is the
+    # package, not a cycle, when build does not import the package back.
+    assert cycles(graph) == []
+
+
+RAW = re.compile(
+    r"\bmodel\.trace_events\b|\.recorder_events\b|\b(rec|recording)\.events\b|recording\.of_kind\("
+)
+# The readers and the model itself may read events; views, renderers, check, diff, report, the
+# TUI and the CLI read the model's facts.
+READERS = ("core/model/", "core/recorder/", "core/trace_log.py", "core/trace_lazy.py", "core/recording.py")
+READERS += ("core/command_run.py", "core/ranks.py", "core/rank_pool.py")  # split per rank, or add an end
+
+
+def test_views_renderers_and_the_cli_read_facts_not_raw_events():
+    offenders = []
+    for path in [*REPO.joinpath("core").rglob("*.py"), *REPO.joinpath("renderers").rglob("*.py")]:
+        rel = str(path.relative_to(REPO))
+        if rel.startswith(READERS):
+            continue
+        offenders += [
+            f"{rel}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1) if RAW.search(line)
+        ]
+    for folder in ("cli", "tui", "tcx"):
+        for path in REPO.joinpath(folder).rglob("*.py"):
+            rel = str(path.relative_to(REPO))
+            offenders += [
+                f"{rel}:{n}" for n, line in enumerate(path.read_text().splitlines(), 1) if RAW.search(line)
+            ]
+    assert offenders == []
