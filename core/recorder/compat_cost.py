@@ -499,15 +499,15 @@ def spans_of(events: list[Any]) -> dict[str, Any]:
     names: dict[str, int] = {}
     cpu: list[list[int]] = []
     by_correlation: dict[int, int] = {}
-    cpu_names = {e.name() for e in on_thread}
     for e in ranged[:MAX_SPANS]:
         if not _is_runtime(e):
             by_correlation.setdefault(e.correlation_id(), len(cpu))
         cpu.append([names.setdefault(e.name(), len(names)), e.start_ns() - begin, e.duration_ns()])
     device: list[list[int]] = []
     launchers: set[int] = set()
+    launched = {e.correlation_id() for e in events if e.device_type() == cpu_type and _is_runtime(e)}
     for e in events:
-        if e.device_type() == cpu_type or not _is_device_work(e, cpu_names):
+        if e.device_type() == cpu_type or not _is_device_work(e, launched):
             continue
         launcher = by_correlation.get(e.linked_correlation_id())
         if launcher is None:
@@ -541,10 +541,15 @@ def _is_runtime(e: Any) -> bool:
     return kind in RUNTIME_CALLS if kind else bool(_RUNTIME_NAME.match(e.name()))
 
 
-def _is_device_work(e: Any, cpu_names: set[str]) -> bool:
-    """A kernel, memcpy or memset; not the device-side copy of a CPU range (gpu_user_annotation)."""
+def _is_device_work(e: Any, launched: set[int]) -> bool:
+    """A kernel, memcpy or memset; not the device-side copy of a CPU range (gpu_user_annotation).
+
+    Where the events carry no activity type (torch 2.11), device work is what a runtime or driver
+    call launched: it shares that call's correlation id (cuLaunchKernel and its Triton kernel, on
+    the H200), while a range's device copy shares none. Names cannot tell them apart: a Triton
+    kernel is named like the CPU range Inductor wraps its launch in."""
     kind = _activity(e)
-    return kind in DEVICE_WORK if kind else e.name() not in cpu_names
+    return kind in DEVICE_WORK if kind else e.correlation_id() in launched
 
 
 def _launch_facts(e: Any) -> dict[str, Any]:
