@@ -3,23 +3,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import re
-import shutil
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import click
 
 from tcx.cli.views import view_command
+from tcx.core import run_series
 from tcx.core.views import get
 
 VIEW = get("cache")
 CAPTURE = ("caches",)  # core/recorder/compat_cache.py: caches on, every key's parts logged
-_RECORDING_SUFFIX = re.compile(r"(\.tcx(?:rec)?(?:\.gz)?|\.gz)$")
 
 
 @view_command(
@@ -73,23 +67,10 @@ def load_runs(params: dict[str, Any]) -> tuple[list[Any], tuple[str, ...], tuple
         files = [params["target"], *others]
         loaded = [common.load(params, None, "")] + [common.load_file(f) for f in others]
         return loaded, (("A", "B") if len(files) == 2 else ()), ()
-    warm_env = parse_env(params.get("env") or ())
+    warm_env = run_series.parse_env(params.get("env") or ())
     runs = params.get("runs") or 1
     loaded = record_runs(params, runs, warm_env)
-    labels = ("cold", "warm") if runs == 1 else ("cold", *(f"warm {i}" for i in range(1, runs + 1)))
-    return loaded, labels, ({}, *([warm_env] * runs))
-
-
-def parse_env(items: tuple[str, ...]) -> dict[str, str]:
-    from tcx.core.errors import UsageError
-
-    out = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
-            raise UsageError(f"--env {item!r}: give NAME=VALUE (e.g. --env TORCHINDUCTOR_MAX_AUTOTUNE=1).")
-        out[name] = value
-    return out
+    return loaded, run_series.labels(runs), run_series.run_envs(runs, warm_env)
 
 
 def record_runs(params: dict[str, Any], warm_runs: int, warm_env: dict[str, str]) -> list[Any]:
@@ -100,38 +81,17 @@ def record_runs(params: dict[str, Any], warm_runs: int, warm_env: dict[str, str]
 
     base = common.build_run_options(params, VIEW.fresh_compile, CAPTURE)
     loaded = []
-    with private_cache_dir() as env:
+    with run_series.private_cache_dir() as env:
         for i in range(warm_runs + 1):
             opts = dataclasses.replace(
                 base,
                 env={**env, **(warm_env if i else {})},
-                save=saved_name(base.save, i, warm_runs),
+                save=run_series.saved_name(base.save, i, warm_runs),
             )
             loaded.append(load(params["target"], opts))
             if common.target_failed(loaded[-1].model):
                 break
     return loaded
-
-
-@contextlib.contextmanager
-def private_cache_dir() -> Iterator[dict[str, str]]:
-    """TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR in a fresh temporary folder: the first run is
-    cold whatever the user's caches hold (remote caches are whatever the environment configures)."""
-    folder = tempfile.mkdtemp(prefix="tcx-cache-")
-    try:
-        yield {"TORCHINDUCTOR_CACHE_DIR": folder, "TRITON_CACHE_DIR": str(Path(folder, "triton"))}
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def saved_name(save: str | None, index: int, warm_runs: int) -> str | None:
-    """--save FILE keeps the judged (last) run in FILE, the cold one as FILE.cold.tcx, the other
-    warm ones as FILE.warmN.tcx (before the extension): `tcx cache run.cold.tcx run.tcx` re-reads."""
-    if save is None or index == warm_runs:
-        return save
-    m = _RECORDING_SUFFIX.search(save)
-    stem, ext = (save[: m.start()], m.group()) if m else (save, "")
-    return f"{stem}.{'cold' if index == 0 else f'warm{index}'}{ext}"
 
 
 def warm_run(params: dict[str, Any], budgets: list[str]) -> tuple[Any, dict[str, float]]:

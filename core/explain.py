@@ -316,7 +316,8 @@ def multi_rank_json(ex: Explanation) -> dict[str, Any]:
     }
 
 
-def _site_json(s: BreakSite) -> dict[str, Any]:
+def site_brief(s: BreakSite) -> dict[str, Any]:
+    """A break site in a few keys: what a child process's summary keeps of each."""
     return {
         "type": s.gb_type,
         "gb_id": s.gb_id,
@@ -324,6 +325,12 @@ def _site_json(s: BreakSite) -> dict[str, Any]:
         "line": s.line,
         "function": s.function,
         "occurrences": len(s.occurrences),
+    }
+
+
+def _site_json(s: BreakSite) -> dict[str, Any]:
+    return {
+        **site_brief(s),
         "explanation": s.explanation,
         "hints": s.hints,
         "suggestion": s.suggestion,

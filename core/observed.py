@@ -68,7 +68,7 @@ def _pid_order(path: Path) -> tuple[int, str]:
 
 
 def _summarize_child(path: Path) -> dict[str, Any] | None:
-    from tcx.core.explain import explain
+    from tcx.core.explain import explain, site_brief
     from tcx.core.selection import compiled_functions, select
 
     try:
@@ -93,17 +93,7 @@ def _summarize_child(path: Path) -> dict[str, Any] | None:
         "observed": True,
         **{key: getattr(whole, key) for key in CHILD_COUNTS},
         "functions": functions,
-        "graph_breaks": [
-            {
-                "type": s.gb_type,
-                "gb_id": s.gb_id,
-                "file": s.file,
-                "line": s.line,
-                "function": s.function,
-                "occurrences": len(s.occurrences),
-            }
-            for s in whole.sites[:MAX_CHILD_SITES]
-        ],
+        "graph_breaks": [site_brief(s) for s in whole.sites[:MAX_CHILD_SITES]],
         "problems": list(rec.problems[:5]),
     }
 

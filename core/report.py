@@ -46,13 +46,68 @@ class Problem:
         return dict(vars(self))
 
 
+@dataclass(frozen=True)
+class AotStage:
+    """What AOTAutograd made of one compile (None: the graphs view has no graph of it)."""
+
+    forward_ops: int | None = None
+    backward_ops: int | None = None
+    inference_ops: int | None = None
+    saved_bytes: int | None = None
+    saved_extra_bytes: int | None = None
+    verdict: str | None = None
+
+
+@dataclass(frozen=True)
+class PipelineRow:
+    """One compile through the pipeline: Dynamo, AOTAutograd, Inductor, the runtime."""
+
+    compile_id: str
+    frame: str
+    file: str | None
+    line: int | None
+    failed: bool
+    recompile_reason: str | None
+    instructions: int | None  # Dynamo's traced instructions (the trace view's count)
+    graph_nodes: int | None
+    graph_breaks: int
+    aot: AotStage
+    kernels: int
+    extern_calls: int
+    guards: int | None  # torch's guard count (compilation_metrics)
+    compile_time_s: float | None
+
+    @property
+    def recompiled(self) -> bool:
+        return bool(self.recompile_reason)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "compile_id": self.compile_id,
+            "frame": self.frame,
+            "file": self.file,
+            "line": self.line,
+            "failed": self.failed,
+            "recompile_reason": self.recompile_reason,
+            "dynamo": {
+                "instructions": self.instructions,
+                "graph_nodes": self.graph_nodes,
+                "graph_breaks": self.graph_breaks,
+            },
+            "aot": dict(vars(self.aot)),
+            "inductor": {"kernels": self.kernels, "extern_calls": self.extern_calls},
+            "runtime": {"guards": self.guards, "recompiled": self.recompiled},
+            "compile_time_s": self.compile_time_s,
+        }
+
+
 @dataclass
 class Report:
     model: RunModel
     selection: Selection
     explanation: Explanation
     views: dict[str, Any]  # view name -> its view object (None when it could not be built)
-    pipeline: list[dict[str, Any]]
+    pipeline: list[PipelineRow]
     problems: list[Problem]
     compile_time_s: dict[str, float] = field(default_factory=dict)
     # view name -> why it could not be built, serialised or rendered (its section says so)
@@ -155,7 +210,7 @@ def _rank_by_measured_cost(problems: list[Problem], cost: Any) -> None:
 
 def _pipeline(
     model: RunModel, selection: Selection, views: dict[str, Any], failures: dict[str, str]
-) -> list[dict[str, Any]]:
+) -> list[PipelineRow]:
     """One line per compile: what each stage made of it (a view that could not be built: None).
     Views parse their payloads when first read, so a payload that breaks a parser does so here:
     that view's section then says why (`_summed`), and the rest of the line stands."""
@@ -175,23 +230,22 @@ def _pipeline(
         if not selection.includes(cid):
             continue
         rows.append(
-            {
-                "compile_id": cid,
-                "frame": comp.display_name,
-                "file": comp.co_filename,
-                "line": comp.co_firstlineno,
-                "failed": comp.failed,
-                "recompile_reason": comp.recompile_reason,
-                "dynamo": {
-                    "instructions": instructions.get(cid),
-                    "graph_nodes": comp.graph_op_count,
-                    "graph_breaks": breaks.get(cid, 0),
-                },
-                "aot": aot.get(cid) or _aot(None),
-                "inductor": {"kernels": kernels.get(cid, 0), "extern_calls": externs.get(cid, 0)},
-                "runtime": {"guards": comp.guard_count, "recompiled": bool(comp.recompile_reason)},
-                "compile_time_s": comp.compile_time_s,
-            }
+            PipelineRow(
+                compile_id=cid,
+                frame=comp.display_name,
+                file=comp.co_filename,
+                line=comp.co_firstlineno,
+                failed=comp.failed,
+                recompile_reason=comp.recompile_reason,
+                instructions=instructions.get(cid),
+                graph_nodes=comp.graph_op_count,
+                graph_breaks=breaks.get(cid, 0),
+                aot=aot.get(cid) or AotStage(),
+                kernels=kernels.get(cid, 0),
+                extern_calls=externs.get(cid, 0),
+                guards=comp.guard_count,
+                compile_time_s=comp.compile_time_s,
+            )
         )
     return rows
 
@@ -208,16 +262,16 @@ def _summed(name: str, views: dict[str, Any], failures: dict[str, str], sums: Ca
         return {}
 
 
-def _aot(g: CompileGraphs | None) -> dict[str, Any]:
-    texts = g.graphs if g else {}
-    return {
-        "forward_ops": _ops(texts.get("forward")),
-        "backward_ops": _ops(texts.get("backward")),
-        "inference_ops": _ops(texts.get("inference")),
-        "saved_bytes": g.saved_bytes if g else None,
-        "saved_extra_bytes": g.saved_extra_bytes if g else None,
-        "verdict": g.verdict() if g else None,
-    }
+def _aot(g: CompileGraphs) -> AotStage:
+    texts = g.graphs
+    return AotStage(
+        forward_ops=_ops(texts.get("forward")),
+        backward_ops=_ops(texts.get("backward")),
+        inference_ops=_ops(texts.get("inference")),
+        saved_bytes=g.saved_bytes,
+        saved_extra_bytes=g.saved_extra_bytes,
+        verdict=g.verdict(),
+    )
 
 
 def _ops(text: str | None) -> int | None:
@@ -270,7 +324,7 @@ def _problems(ex: Explanation, recompiles: RecompileReport | None) -> list[Probl
 def to_json(report: Report) -> dict[str, Any]:
     return {
         **envelope(SCHEMA, report.model, report.selection),
-        "pipeline": report.pipeline,
+        "pipeline": [row.to_json() for row in report.pipeline],
         "compile_time_s": report.compile_time_s,
         "problems": [p.to_json() for p in report.problems],
         "views": report.docs,

@@ -98,7 +98,7 @@ def overview_counts(report: Report) -> list[tuple[str, int]]:
         ("graph breaks", ex.graph_break_count),
         ("distinct breaks", ex.unique_graph_break_count),
         ("failed frames", ex.failed_frame_count),
-        ("kernels", sum(row["inductor"]["kernels"] for row in report.pipeline)),
+        ("kernels", sum(row.kernels for row in report.pipeline)),
     ]
 
 
@@ -106,23 +106,23 @@ def overview_rows(report: Report) -> list[tuple[str, ...]]:
     """One row of OVERVIEW_COLUMNS per compile: each stage's numbers, as every format prints them."""
     rows = []
     for row in report.pipeline:
-        d, a, i, r = row["dynamo"], row["aot"], row["inductor"], row["runtime"]
-        if a["forward_ops"] is None and a["inference_ops"] is None:
+        a = row.aot
+        if a.forward_ops is None and a.inference_ops is None:
             aot = "-"
-        elif a["inference_ops"] is not None:
-            aot = f"{a['inference_ops']} inference"
+        elif a.inference_ops is not None:
+            aot = f"{a.inference_ops} inference"
         else:
-            aot = f"{a['forward_ops']}/{_dash(a['backward_ops'])}, {_kib(a['saved_bytes'])}"
-        time_s = row["compile_time_s"]
+            aot = f"{a.forward_ops}/{_dash(a.backward_ops)}, {_kib(a.saved_bytes)}"
+        time_s = row.compile_time_s
         rows.append(
             (
-                clean(row["compile_id"]),
-                clean(row["frame"]) + (" (failed)" if row["failed"] else ""),
-                f"{_dash(d['instructions'])}/{_dash(d['graph_nodes'])}/{d['graph_breaks']}",
+                clean(row.compile_id),
+                clean(row.frame) + (" (failed)" if row.failed else ""),
+                f"{_dash(row.instructions)}/{_dash(row.graph_nodes)}/{row.graph_breaks}",
                 aot,
-                f"{i['kernels']}/{i['extern_calls']}",
-                _dash(r["guards"]),
-                "yes" if r["recompiled"] else "",
+                f"{row.kernels}/{row.extern_calls}",
+                _dash(row.guards),
+                "yes" if row.recompiled else "",
                 "-" if time_s is None else f"{time_s:.2f}",
             )
         )
@@ -156,9 +156,7 @@ def render_overview(report: Report, console: Console) -> None:
     for row, cells in zip(report.pipeline, rows, strict=True):
         line = Text()
         for n, (cell, width) in enumerate(zip(cells, widths, strict=True)):
-            line.append(
-                ("  " if n else "") + cell.ljust(width), style="bad" if row["failed"] and n == 1 else ""
-            )
+            line.append(("  " if n else "") + cell.ljust(width), style="bad" if row.failed and n == 1 else "")
         lines.append(line)
     print_lines(console, lines)  # one row per compile, never cut: whole in a pipe, ↪ on a terminal
     if report.compile_time_s:

@@ -302,7 +302,7 @@ def test_every_overview_says_the_same_from_one_source(llama, llama_report):
             ops[f"{md_['frame_id']}/{md_['frame_compile_id']}"] = len(re.findall(r"= torch\.ops\.", payload))
     assert ops
     for row in report.pipeline:
-        cid = row["compile_id"]
+        cid = row.compile_id
         cells = overview_row_cells(text, cid)
         assert markdown_row_cells(md, cid) == cells
         assert squeezed("".join(cells)) in page  # the HTML may wrap a row (↪): its cells, in order
