@@ -24,7 +24,7 @@ demo: $(STAMP)  ## explain the graph breaks of the bundled example
 test: $(STAMP)  ## run the whole test suite (real torch.compile runs on the CPU)
 	$(PY) -m pytest -n 2 -q
 
-test-fast: $(STAMP)  ## everything but the Inductor end-to-end runs (no gcc compiles)
+test-fast: $(STAMP)  ## all but the tests marked inductor (the session recordings through every stage)
 	$(PY) -m pytest -n 2 -q -m "not inductor"
 
 # mypy sees the installed layout (tcx.core = core/, ...): a tree of links made for it.

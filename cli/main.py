@@ -111,7 +111,7 @@ def show(**params: Any) -> None:
 # Every view of the registry (core/views.py), then the commands that are not views.
 for _cmd in commands():
     cli.add_command(_cmd)
-for _module in ("cmd_browse", "cmd_record", "cmd_completion", "cmd_mcp"):
+for _module in ("cmd_browse", "cmd_record", "cmd_completion", "cmd_mcp", "cmd_fix"):
     cli.add_command(__import__(f"tcx.cli.{_module}", fromlist=["command"]).command)
 
 

@@ -1,0 +1,255 @@
+"""`tcx fix`: each remedy re-run in a fresh process, verified (or not) from that run's own figures.
+
+The truth is torch's: every count tcx fix reports for a run equals what torch wrote to its own
+TORCH_TRACE log of that very run (`--keep-logs`), read by the tiny independent parser in
+conftest.py; one remedy is also checked against a plain `python` run of the program with that
+config set by hand, no tcx anywhere. Runs use the eager backend (Dynamo only) to stay fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PROGRAMS, REPO, TorchTrace, read_torch_trace, run_tcx, torch_trace_records
+
+pytestmark = [pytest.mark.torch]
+
+# A plain run of a program with one dynamo config set and every torch.compile on the eager
+# backend, as `tcx fix --backend eager` runs it: argv is the program, the config name, its value.
+PLAIN_WITH_CONFIG = """
+import runpy, sys, torch
+setattr(torch._dynamo.config, sys.argv[2], sys.argv[3] == "True")
+_compile = torch.compile
+def compile(fn=None, **kwargs):
+    kwargs["backend"] = "eager"
+    return _compile(fn, **kwargs) if fn is not None else lambda f: _compile(f, **kwargs)
+torch.compile = compile
+sys.argv = sys.argv[1:2]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def fix_json(program: str, logs: Path, *extra: str) -> dict:
+    proc = run_tcx(
+        "fix",
+        str(PROGRAMS / program),
+        "--no-save",
+        "--keep-logs",
+        str(logs),
+        "--format",
+        "json",
+        *extra,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def remedy(doc: dict, change: str) -> dict:
+    found = [r for r in doc["remedies"] if change in r["change"]]
+    assert len(found) == 1, [r["change"] for r in doc["remedies"]]
+    return found[0]
+
+
+def counts(trace: TorchTrace) -> dict[str, int]:
+    return {"graph_breaks": trace.graph_breaks, "graphs": trace.graphs, "recompiles": trace.recompiles}
+
+
+def figures(doc_figures: dict) -> dict[str, int]:
+    return {k: doc_figures[k] for k in ("graph_breaks", "graphs", "recompiles")}
+
+
+def recompile_reasons(trace: Path) -> list[str]:
+    """The payloads of torch's `recompile_reasons` artifacts: each cache entry's failing guard."""
+    return [
+        payload
+        for name, md, payload in torch_trace_records(trace)
+        if name == "artifact" and md["artifact"]["name"] == "recompile_reasons"
+    ]
+
+
+def lines_with_breaks(trace: TorchTrace) -> set[str]:
+    return {line for _file, line, _reason in trace.break_sites}
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    logs = tmp_path_factory.mktemp("fix_demo") / "logs"
+    # the three heaviest remedies: the .item() break's (×2), the print's, then mark_dynamic (breaks
+    # come before recompiles when their weights tie); dynamic=True is left out
+    return fix_json("demo.py", logs, "--backend", "eager", "--max-runs", "3"), logs
+
+
+def test_the_baseline_is_torchs_count_of_the_program_as_it_runs(demo):
+    doc, logs = demo
+    assert doc["schema"] == "tcx.fix/1" and doc["program"]["status"] == "ok"
+    assert doc["baseline_trace_log"] == str(logs / "baseline")
+    baseline = read_torch_trace(logs / "baseline")
+    assert figures(doc["before"]) == counts(baseline)
+    assert {"13", "15", "16"} <= lines_with_breaks(baseline)  # the if, the print, the .item()
+
+
+def test_item_break_is_verified_by_capture_scalar_outputs_with_torchs_counts(demo):
+    doc, _ = demo
+    r = remedy(doc, "capture_scalar_outputs = True")
+    assert r["kind"] == "config" and r["finding"]["kind"] == "graph_break"
+    assert r["finding"]["site"]["line"] == 16 and "item()" in r["finding"]["what"]
+    after = read_torch_trace(Path(r["trace_log"]))
+    assert figures(r["after"]) == counts(after)
+    assert "16" not in lines_with_breaks(after)  # torch's log of the re-run: the .item() break is gone
+    assert counts(after)["graph_breaks"] < doc["before"]["graph_breaks"]
+    assert r["verified"] is True and r["why_not"] is None
+    assert r["outputs_match"] is True, r["outputs_note"]
+
+
+def test_print_break_is_verified_by_reorderable_logging_functions_with_torchs_counts(demo):
+    doc, _ = demo
+    r = remedy(doc, "reorderable_logging_functions.add(print)")
+    assert r["finding"]["site"]["line"] == 15
+    after = read_torch_trace(Path(r["trace_log"]))
+    assert figures(r["after"]) == counts(after)
+    assert "15" not in lines_with_breaks(after) and "16" in lines_with_breaks(after)  # only the print's went
+    assert r["verified"] is True and r["outputs_match"] is True
+
+
+def test_the_batch_size_recompile_is_verified_by_mark_dynamic_with_torchs_counts(demo):
+    doc, _ = demo
+    r = remedy(doc, "mark_dynamic(x, 0)")
+    assert r["kind"] == "dynamism" and r["finding"]["kind"] == "recompile"
+    assert r["finding"]["site"] == {
+        "file": str(PROGRAMS / "demo.py"),
+        "line": 10,
+        "function": "g",
+        "arg": "x",
+        "dim": 0,
+    }
+    baseline = Path(doc["baseline_trace_log"])
+    after = Path(r["trace_log"])
+    assert figures(r["after"]) == counts(read_torch_trace(after))
+    # torch's own recompile reasons: g's size guard on x failed in the baseline, never in the re-run
+    assert any("tensor 'x' size mismatch at index 0" in reason for reason in recompile_reasons(baseline))
+    assert not any("tensor 'x'" in reason for reason in recompile_reasons(after))
+    assert r["verified"] is True and r["outputs_match"] is True
+
+
+def test_max_runs_leaves_the_other_remedies_unrun_and_says_so(demo):
+    doc, logs = demo
+    assert sorted(p.name for p in logs.iterdir()) == ["baseline", "remedy-1", "remedy-2", "remedy-3"]
+    for left in (remedy(doc, "dynamic=True"), remedy(doc, "torch.cond")):  # code rewrites come last
+        assert not left["ran"] and left["why_not"] == "not run: --max-runs 3 reached"
+    assert doc["combined"] is None  # no run left to combine the three verified ones
+
+
+def test_a_plain_run_with_the_config_set_by_hand_has_the_remedys_counts(demo, tmp_path):
+    doc, _ = demo
+    r = remedy(doc, "capture_scalar_outputs = True")
+    trace = tmp_path / "trace"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PLAIN_WITH_CONFIG,
+            str(PROGRAMS / "demo.py"),
+            "capture_scalar_outputs",
+            "True",
+        ],
+        # caches off, as tcx fix runs it: no run inherits an earlier one's PGO dimensions
+        env={**os.environ, "TORCH_TRACE": str(trace), "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert figures(r["after"]) == counts(read_torch_trace(trace))
+
+
+def test_the_data_dependent_if_of_the_demo_gets_a_torch_cond_rewrite(demo):
+    doc, _ = demo
+    r = remedy(doc, "torch.cond")
+    assert r["kind"] == "code" and r["finding"]["site"]["line"] == 13
+    assert r["change"] == "y = torch.cond(x.sum() > 0, lambda y: y * 2, lambda y: y.clone(), (y,))"
+    assert "-    if x.sum() > 0:  # data-dependent branch\n" in r["patch"]
+    assert f"+    {r['change']}" in r["patch"]
+
+
+def test_a_branch_rewritten_as_torch_cond_on_a_copy_is_verified_with_torchs_counts(tmp_path):
+    program = PROGRAMS / "data_dependent_if.py"
+    original = program.read_bytes()
+    logs = tmp_path / "logs"
+    doc = fix_json("data_dependent_if.py", logs, "--backend", "eager")
+    r = remedy(doc, "torch.cond")
+    assert r["change"] == "return torch.cond(y.sum() > 0, lambda y: y + 1, lambda y: y - 1, (y,))"
+    baseline, after = read_torch_trace(logs / "baseline"), read_torch_trace(Path(r["trace_log"]))
+    assert figures(doc["before"]) == counts(baseline) and baseline.graph_breaks == 1
+    assert figures(r["after"]) == counts(after) and after.graph_breaks == 0  # torch's log of the copy's run
+    assert r["verified"] is True and r["outputs_match"] is True, r["why_not"]
+    assert program.read_bytes() == original  # the program ran from a copy; its file is as it was
+
+
+def test_mark_dynamic_on_a_size_the_code_specializes_is_not_verified(tmp_path):
+    logs = tmp_path / "logs"
+    doc = fix_json("fix_specialized.py", logs)
+    baseline = read_torch_trace(logs / "baseline")
+    assert figures(doc["before"]) == counts(baseline) and baseline.recompiles == 1
+    marked = remedy(doc, "mark_dynamic(x, 0)")
+    assert marked["finding"]["kind"] == "recompile" and marked["finding"]["site"]["arg"] == "x"
+    assert marked["ran"] and marked["verified"] is False
+    assert "ConstraintViolationError" in marked["why_not"]  # torch refused: the code specialized it
+    assert marked["outputs_match"] is None and "could not compare" in marked["outputs_note"]
+    dynamic = remedy(doc, "dynamic=True")
+    after = read_torch_trace(Path(dynamic["trace_log"]))
+    assert figures(dynamic["after"]) == counts(after) and after.recompiles == 1  # it still recompiles
+    assert dynamic["verified"] is False and "the finding stayed" in dynamic["why_not"]
+    assert doc["combined"] is None  # nothing verified, nothing to combine
+
+
+def test_outputs_a_program_does_not_repeat_are_not_blamed_on_the_remedy(tmp_path):
+    logs = tmp_path / "logs"
+    doc = fix_json("fix_unseeded.py", logs)
+    r = remedy(doc, "reorderable_logging_functions")
+    after = read_torch_trace(Path(r["trace_log"]))
+    assert figures(r["after"]) == counts(after) and after.graph_breaks == 0
+    # the remedy's outputs differed, so the program ran again with no remedy: they differed too
+    assert (logs / "baseline-again").is_dir() and doc["outputs_repeatable"] is False
+    assert r["outputs_match"] is None and "could not compare" in r["outputs_note"]
+    assert r["verified"] is True  # the break is gone and nothing got worse
+
+
+def test_outputs_are_compared_call_by_call_within_the_dtypes_tolerance(tmp_path):
+    import torch
+
+    from tcx.core.fix_outputs import compare_outputs
+
+    def saved(name: str, *tensors: torch.Tensor) -> str:
+        path = tmp_path / name
+        calls = [{"function": "g", "tensors": [t], "others": [1.5]} for t in tensors]
+        torch.save({"calls": calls, "dropped": 0, "errors": []}, path)
+        return str(path)
+
+    x = torch.linspace(0, 1, 100)
+    base = saved("base.pt", x, x * 2)
+    assert compare_outputs(base, saved("close.pt", x + 1e-7, x * 2))[0] is True
+    match, note = compare_outputs(base, saved("far.pt", x, x * 2 + 1e-3))
+    assert match is False and note.startswith("call #1 (g): output 0 differs"), note
+    assert compare_outputs(base, saved("fewer.pt", x))[0] is False
+    assert compare_outputs(base, str(tmp_path / "missing.pt"))[0] is None
+
+
+def test_max_runs_bounds_the_reruns_and_the_text_says_so(tmp_path):
+    proc = run_tcx("fix", str(PROGRAMS / "fix_specialized.py"), "--no-save", "--max-runs", "0")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "tcx fix" in proc.stdout and "baseline" in proc.stdout
+    assert proc.stdout.count("not run: --max-runs 0 reached") == 2, proc.stdout
+    assert "remedy-" not in proc.stderr  # only the baseline ran
+
+
+def test_a_recording_or_a_log_is_refused_with_exit_code_2():
+    proc = run_tcx("fix", str(REPO / "fixtures" / "gpu" / "h200_cudagraphs_real.tcx"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "tcx fix runs a program" in proc.stderr and "Traceback" not in proc.stderr
