@@ -31,15 +31,8 @@ OUTPUT_TAIL_LINES = 30
 OUTPUT_TAIL_BYTES = 64 * 1024
 OUTPUT_LINE_CHARS = 1000
 MAX_SOURCE_BYTES = 1_000_000
-# The recorder child. Not `-m`: that puts the current directory first on sys.path, and a checkout
-# or a project with a `tcx/` folder there would shadow the installed tcx ("No module named
-# 'tcx.core'"). The program's own sys.path[0] is set by the child as Python would set it.
-CHILD_MAIN = (
-    "import os, sys\n"
-    "if sys.path and sys.path[0] in ('', os.getcwd()): del sys.path[0]\n"
-    "from tcx.core.recorder.child import main\n"
-    "sys.exit(main(sys.argv[1:]))"
-)
+# The recorder child, run as a script (its docstring says why not -m or -c).
+CHILD_BOOT = str(Path(__file__).resolve().parent / "recorder" / "boot.py")
 
 
 @dataclass
@@ -110,7 +103,7 @@ def record(
         sink = sys.stderr if opts.show_output else out
         with Supervisor() as supervisor:
             proc = supervisor.popen(
-                [sys.executable, "-c", CHILD_MAIN, json.dumps(spec)],
+                [sys.executable, CHILD_BOOT, json.dumps(spec)],
                 stdin=subprocess.DEVNULL,
                 stdout=sink,
                 stderr=sink,

@@ -118,16 +118,22 @@ def _restart(
             "specialized it and traced the frame again (a float is traced as a symbol because "
             "torch._dynamo.config.specialize_float is False)",
         )
-    texts = [r for r in reasons if not _CLASS.match(r)]
+    # torch's reason as its first line: a speculation restart's reason is a whole graph-break text
+    # (explanation, hints, a link), which the break's own section shows in full.
+    texts = list(dict.fromkeys(_first_line(r) for r in reasons if not _CLASS.match(r)))
+    if (cid, attempt) in breaks:
+        why = f" ({'; '.join(texts)})" if texts else ""
+        again = "Dynamo traced again to compile the part before it"
+        return Restart(cid, attempt, "graph break", f"a graph break{why}: {again}")
     if texts:
         return Restart(cid, attempt, "restart", f"torch: {'; '.join(texts)}")
-    if (cid, attempt) in breaks:
-        return Restart(
-            cid, attempt, "graph break", "a graph break: Dynamo traced again to compile the part before it"
-        )
     if reasons:
         return Restart(cid, attempt, _kind(reasons[0]), f"torch: {', '.join(_kind(r) for r in reasons)}")
     return Restart(cid, attempt, "restart", "torch logged no restart reason for this compile")
+
+
+def _first_line(text: str) -> str:
+    return text.strip().split("\n", 1)[0].strip()
 
 
 def _kind(reason: str) -> str:

@@ -84,10 +84,12 @@ def test_a_checkout_with_a_tcx_folder_in_the_current_directory_does_not_break_th
     assert json.loads(proc.stdout)["graph_break_count"] == 1
 
 
-def test_a_recorder_that_cannot_start_is_a_failure_not_a_clean_run(monkeypatch, capsys):
+def test_a_recorder_that_cannot_start_is_a_failure_not_a_clean_run(monkeypatch, capsys, tmp_path):
     from tcx.cli.main import main
 
-    monkeypatch.setattr(driver, "CHILD_MAIN", "import tcx.core.no_such_module")
+    boot = tmp_path / "boot.py"
+    boot.write_text("import tcx.core.no_such_module\n", encoding="utf-8")
+    monkeypatch.setattr(driver, "CHILD_BOOT", str(boot))
     monkeypatch.setenv("NO_COLOR", "1")
     with pytest.raises(SystemExit) as stop:
         main(["explain", str(PROGRAMS / "print_break.py"), "--no-save"])

@@ -65,6 +65,11 @@ def test_explain_with_no_options_reports_the_programs_own_counts(program_and_log
     assert doc["recompile_count"] == torch_log.recompiles, name
     assert doc["compile_count"] == len(torch_log.compile_ids), name
     assert doc["failed_frame_count"] == len(torch_log.failed), name
+    # Each break's stack starts at the program's own module: none of the recorder's frames (its
+    # start-up script, runpy) sits below it.
+    for site in doc["graph_breaks"]:
+        first = site["user_stack"][0]
+        assert (first["function"], Path(first["file"]).name) == ("<module>", Path(name).name), site
 
 
 def test_eager_is_an_explicit_choice_that_says_its_counts_differ(program_and_log):
