@@ -41,6 +41,12 @@ from tcx.cli.views import EPILOG
     metavar="DIR",
     help="Keep torch's own TORCH_TRACE log of every run in DIR/<run> (baseline, remedy-1, ...).",
 )
+@click.option(
+    "--apply",
+    "apply_patches",
+    is_flag=True,
+    help="Write each verified code remedy's diff next to its file as FILE.tcx.patch (never in place).",
+)
 @render_options(("text", "json"))
 def command(**params: Any) -> None:
     from tcx.cli import common
@@ -62,7 +68,21 @@ def command(**params: Any) -> None:
         common.emit_json(to_json(report))
     else:
         render_fix(report, common.console(params))
+    if params.get("apply_patches"):
+        write_patches(report)
     common.finish(report.baseline.model)
+
+
+def write_patches(report: Any) -> None:
+    """`--apply`: each verified rewrite's patch beside its file; the files are left as they are."""
+    from tcx.core.fix_code import write_patch
+
+    rewrites = [o.remedy.rewrite for o in report.verified if o.remedy.rewrite]
+    for rewrite in rewrites:
+        path = write_patch(rewrite)
+        click.echo(f"patch written to {path} (apply it: patch {rewrite.file} < {path})", err=True)
+    if not rewrites:
+        click.echo("tcx: note: --apply: no verified code remedy, so no patch was written.", err=True)
 
 
 def make_runner(params: dict[str, Any]) -> Any:

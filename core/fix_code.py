@@ -38,6 +38,14 @@ class Rewrite:
     patch: str  # unified diff of the original and the rewritten file
 
 
+def write_patch(rewrite: Rewrite) -> Path:
+    """`--apply`: the rewrite's unified diff next to its file, as FILE.tcx.patch; the file itself is
+    never changed (`patch FILE < FILE.tcx.patch` applies it)."""
+    path = Path(rewrite.file + ".tcx.patch")
+    path.write_text(rewrite.patch, encoding="utf-8")
+    return path
+
+
 def cond_rewrite(file: str | None, line: int | None) -> Rewrite | str:
     """The rewrite of the `if` at `file:line`, or why there is none."""
     if not file or not line:

@@ -179,10 +179,16 @@ def test_the_data_dependent_if_of_the_demo_gets_a_torch_cond_rewrite(demo):
 
 
 def test_a_branch_rewritten_as_torch_cond_on_a_copy_is_verified_with_torchs_counts(tmp_path):
-    program = PROGRAMS / "data_dependent_if.py"
+    program = tmp_path / "data_dependent_if.py"  # --apply writes beside it: not into the repository
+    program.write_bytes((PROGRAMS / "data_dependent_if.py").read_bytes())
     original = program.read_bytes()
     logs = tmp_path / "logs"
-    doc = fix_json("data_dependent_if.py", logs, "--backend", "eager")
+    proc = run_tcx(
+        "fix", str(program), "--no-save", "--keep-logs", str(logs), "--format", "json", "--backend", "eager",
+        "--apply", timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
     r = remedy(doc, "torch.cond")
     assert r["change"] == "return torch.cond(y.sum() > 0, lambda y: y + 1, lambda y: y - 1, (y,))"
     baseline, after = read_torch_trace(logs / "baseline"), read_torch_trace(Path(r["trace_log"]))
@@ -190,6 +196,8 @@ def test_a_branch_rewritten_as_torch_cond_on_a_copy_is_verified_with_torchs_coun
     assert figures(r["after"]) == counts(after) and after.graph_breaks == 0  # torch's log of the copy's run
     assert r["verified"] is True and r["outputs_match"] is True, r["why_not"]
     assert program.read_bytes() == original  # the program ran from a copy; its file is as it was
+    patch = Path(f"{program}.tcx.patch")  # --apply: the verified rewrite's diff beside the file
+    assert patch.read_text(encoding="utf-8") == r["patch"] and f"patch written to {patch}" in proc.stderr
 
 
 def test_mark_dynamic_on_a_size_the_code_specializes_is_not_verified(tmp_path):
