@@ -29,7 +29,7 @@ test-fast: $(STAMP)  ## all but the tests marked inductor (the session recording
 
 # mypy sees the installed layout (tcx.core = core/, ...): a tree of links made for it.
 MYPY_LAYOUT := .mypy-layout
-STRICT      := tcx.core.model tcx.core.selection tcx.core.views tcx.renderers.formats
+STRICT      := tcx.core.model tcx.core.selection tcx.core.views.registry tcx.renderers.formats
 
 lint: $(STAMP)  ## ruff lint + format check, mypy (strict) on the model, selection, registry, formats
 	$(VENV)/bin/ruff check .

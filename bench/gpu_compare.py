@@ -27,11 +27,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tcx.core.codegen_view import build_codegen
-from tcx.core.explain import explain
+from tcx.core.ingest.recording import load_recording
 from tcx.core.model import build_model
-from tcx.core.recording import load_recording
 from tcx.core.torchtext.output_code import call_body
+from tcx.core.views.codegen import build_codegen
+from tcx.core.views.explain import explain
 
 ROOT = Path(__file__).resolve().parent.parent
 GPU = ROOT / "fixtures/programs/gpu"
@@ -47,9 +47,9 @@ COUNTS = ("graph_count", "graph_break_count", "compile_count", "recompile_count"
 
 def record(target: str, calls: list[str], caps: list[str], env: dict[str, str], out: Path) -> float:
     """One live run (a child process) kept at `out`; returns its wall time."""
-    from tcx.core import driver
-    from tcx.core.callspec import parse_call_spec, spec_to_json
-    from tcx.core.targets import resolve_target
+    from tcx.core.run import driver
+    from tcx.core.run.callspec import parse_call_spec, spec_to_json
+    from tcx.core.run.targets import resolve_target
 
     started = time.monotonic()
     opts = driver.RunOptions(

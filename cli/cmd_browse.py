@@ -22,7 +22,7 @@ def command(**params: Any) -> None:
     to its failing guard). Keyboard only: / search, b k g jump, 1-9 follow a link, q quit."""
     from tcx.cli import common
     from tcx.core.errors import EXIT_INTERNAL, UsageError
-    from tcx.core.views import all_captures, get
+    from tcx.core.views.registry import all_captures, get
 
     try:
         from tcx.tui.app import BrowseApp

@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from tcx.cli.views import view_command
-from tcx.core import run_series
-from tcx.core.views import get
+from tcx.core.run import run_series
+from tcx.core.views.registry import get
 
 VIEW = get("cache")
 CAPTURE = ("caches",)  # core/recorder/compat_cache.py: caches on, every key's parts logged
@@ -35,7 +35,7 @@ CAPTURE = ("caches",)  # core/recorder/compat_cache.py: caches on, every key's p
 )
 def command(**params: Any) -> None:
     from tcx.cli import common
-    from tcx.core.cache_view import build_cache
+    from tcx.core.views.cache import build_cache
     from tcx.renderers.formats import write
 
     loaded, labels, envs = load_runs(params)
@@ -52,7 +52,7 @@ def load_runs(params: dict[str, Any]) -> tuple[list[Any], tuple[str, ...], tuple
     """The runs to compare: the two files `A B` (or one), or the program run cold then warm."""
     from tcx.cli import common
     from tcx.core.errors import UsageError
-    from tcx.core.targets import FileTarget, resolve_target
+    from tcx.core.run.targets import FileTarget, resolve_target
 
     target = resolve_target(params["target"])
     if isinstance(target, FileTarget):
@@ -98,8 +98,8 @@ def warm_run(params: dict[str, Any], budgets: list[str]) -> tuple[Any, dict[str,
     """For `tcx check`'s warm-start budgets: the run judged (a program's warm run after a cold one;
     a recording or log itself) and its counts. A count the run cannot show is an error, never 0."""
     from tcx.cli import common
-    from tcx.core.cache_view import build_cache
     from tcx.core.errors import InputError
+    from tcx.core.views.cache import build_cache
 
     loaded, labels, envs = load_runs({**params, "runs": None, "env": ()})
     if common.target_failed(loaded[-1].model):

@@ -1,4 +1,4 @@
-"""`tcx check TARGET`: a CI gate; one `--max-*` option per row of core/budgets.BUDGETS."""
+"""`tcx check TARGET`: a CI gate; one `--max-*` option per row of core/model/budgets.BUDGETS."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from tcx.cli.views import view_command
-from tcx.core.budgets import BUDGET_TYPES, BUDGETS, COST_BUDGETS, WARM_RUN_BUDGETS
-from tcx.core.views import get
+from tcx.core.model.budgets import BUDGET_TYPES, BUDGETS, COST_BUDGETS, WARM_RUN_BUDGETS
+from tcx.core.views.registry import get
 
 VIEW = get("check")
 OVERRIDES = ("backend", "mode", "dynamic")
@@ -51,8 +51,8 @@ def budget_options() -> list[Callable[..., Any]]:
 )
 def command(**params: Any) -> None:
     from tcx.cli import common
-    from tcx.core.check import budgets_from, compare_baseline, evaluate, write_baseline
-    from tcx.core.targets import FileTarget, resolve_target
+    from tcx.core.run.targets import FileTarget, resolve_target
+    from tcx.core.views.check import budgets_from, compare_baseline, evaluate, write_baseline
     from tcx.renderers.formats import write
 
     budgets = budgets_from(params, baseline=bool(params["baseline"] or params["write_baseline"]))

@@ -9,7 +9,7 @@ import click
 
 from tcx.cli.views import run_view, view_command
 from tcx.core.torchtext.arch import arch_name, parse_arch
-from tcx.core.views import get
+from tcx.core.views.registry import get
 
 VIEW = get("codegen")
 

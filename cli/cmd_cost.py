@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from tcx.cli.views import view_command
-from tcx.core.views import get
+from tcx.core.views.registry import get
 
 VIEW = get("cost")
 DEFAULT_PROFILE_CALLS = 5
@@ -57,8 +57,8 @@ RUN_OPTIONS = {"profile_calls": "--profile-calls", "warmup": "--warmup", "no_eag
 )
 def command(**params: Any) -> None:
     from tcx.cli import common
-    from tcx.core.cost import build_cost
-    from tcx.core.targets import FileTarget, resolve_target
+    from tcx.core.run.targets import FileTarget, resolve_target
+    from tcx.core.views.cost import build_cost
 
     target = resolve_target(params["target"])
     if isinstance(target, FileTarget):
@@ -109,11 +109,11 @@ def eager_run(params: dict[str, Any], options: str) -> dict[str, Any]:
     """The program with compilation off, its calls timed: how it ended and each call's time."""
     from tcx.cli.options import build_run_options
     from tcx.cli.session import live_status
-    from tcx.core import driver
     from tcx.core.errors import UsageError
+    from tcx.core.ingest.recording import load_recording
     from tcx.core.model import build_model
-    from tcx.core.recording import load_recording
-    from tcx.core.targets import resolve_target
+    from tcx.core.run import driver
+    from tcx.core.run.targets import resolve_target
 
     base = build_run_options(params, VIEW.fresh_compile, (f"cost=force_eager,{options}",))
     # Not kept: the measured run is the one saved (this one compiles nothing, so torch logs nothing).
@@ -137,7 +137,7 @@ def eager_run(params: dict[str, Any], options: str) -> dict[str, Any]:
 
 
 def write_trace(view: Any, path: str) -> None:
-    from tcx.core.cost_trace import chrome_trace
+    from tcx.core.cost.trace import chrome_trace
     from tcx.core.errors import UsageError
     from tcx.renderers.safe import json_text
 

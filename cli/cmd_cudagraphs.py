@@ -7,7 +7,7 @@ from typing import Any
 
 from tcx.cli.cmd_codegen import captures_for, parse_target
 from tcx.cli.views import run_view, view_command
-from tcx.core.views import get
+from tcx.core.views.registry import get
 
 VIEW = get("cudagraphs")
 

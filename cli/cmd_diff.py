@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from tcx.cli.views import view_command
-from tcx.core.views import get
+from tcx.core.views.registry import get
 
 VIEW = get("diff")
 
@@ -26,9 +26,9 @@ VIEW = get("diff")
 )
 def command(**params: Any) -> None:
     from tcx.cli import common
-    from tcx.core import forked
-    from tcx.core.diff import diff
     from tcx.core.errors import EXIT_BUDGET
+    from tcx.core.run import forked
+    from tcx.core.views.diff import diff
     from tcx.renderers.formats import write
 
     b = forked.start(side_facts, params["b"])  # B in a fork while A is read here (2+ cores)

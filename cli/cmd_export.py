@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from tcx.cli.views import view_command
-from tcx.core.views import get
+from tcx.core.views.registry import get
 
 VIEW = get("export")
 
@@ -22,9 +22,9 @@ VIEW = get("export")
 def command(**params: Any) -> None:
     from tcx.cli import common
     from tcx.core.errors import UsageError
-    from tcx.core.export_view import build_export
+    from tcx.core.run.targets import ProgramTarget, resolve_target
     from tcx.core.selection import select
-    from tcx.core.targets import ProgramTarget, resolve_target
+    from tcx.core.views.export import build_export
 
     target = resolve_target(params["target"])
     capture: tuple[str, ...] = ()

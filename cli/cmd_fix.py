@@ -1,5 +1,5 @@
 """`tcx fix TARGET`: each candidate remedy of the baseline's findings re-run in a fresh process, and
-verified (or not) from the re-run's own figures (core/fix.py).
+verified (or not) from the re-run's own figures (core/fix/verify.py).
 
 Each run is a live run like any view's (cli/session.py) with the `fix` capture, which applies the
 remedy in the child before the program starts; the user's files are never edited.
@@ -51,8 +51,8 @@ from tcx.cli.views import EPILOG
 def command(**params: Any) -> None:
     from tcx.cli import common
     from tcx.core.errors import UsageError
-    from tcx.core.fix import DEFAULT_MAX_RUNS, fix, to_json
-    from tcx.core.targets import FileTarget, resolve_target
+    from tcx.core.fix.verify import DEFAULT_MAX_RUNS, fix, to_json
+    from tcx.core.run.targets import FileTarget, resolve_target
     from tcx.renderers.fix_terminal import render_fix
 
     target = resolve_target(params["target"])
@@ -75,7 +75,7 @@ def command(**params: Any) -> None:
 
 def write_patches(report: Any) -> None:
     """`--apply`: each verified rewrite's patch beside its file; the files are left as they are."""
-    from tcx.core.fix_code import write_patch
+    from tcx.core.fix.rewrites import write_patch
 
     rewrites = [o.remedy.rewrite for o in report.verified if o.remedy.rewrite]
     for rewrite in rewrites:
@@ -86,14 +86,14 @@ def write_patches(report: Any) -> None:
 
 
 def make_runner(params: dict[str, Any]) -> Any:
-    """The runner core/fix.py calls for each run: a live run with the remedy's fix capture."""
+    """The runner core/fix/verify.py calls for each run: a live run with the remedy's fix capture."""
     import os
 
     from tcx.cli.options import build_run_options
     from tcx.cli.session import load
-    from tcx.core.fix import RUN_CAPTURES, RunRequest
+    from tcx.core.fix.verify import RUN_CAPTURES, RunRequest
+    from tcx.core.run.targets import resolve_target
     from tcx.core.selectors import choose
-    from tcx.core.targets import resolve_target
 
     keep_logs = params.get("keep_logs")
     target = resolve_target(params["target"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tcx.cli.views import run_view, view_command
-from tcx.core.views import get
+from tcx.core.views.registry import get
 
 VIEW = get("fusion")
 

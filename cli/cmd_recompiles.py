@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tcx.cli.views import run_view, view_command
-from tcx.core.views import get
+from tcx.core.views.registry import get
 
 VIEW = get("recompiles")
 
@@ -13,7 +13,7 @@ VIEW = get("recompiles")
 @view_command(VIEW)
 def command(**params: Any) -> None:
     from tcx.core.errors import UsageError
-    from tcx.core.targets import FileTarget, resolve_target
+    from tcx.core.run.targets import FileTarget, resolve_target
 
     if params["what_if"] and isinstance(resolve_target(params["target"]), FileTarget):
         raise UsageError(

@@ -34,10 +34,10 @@ def command(**params: Any) -> None:
     import shutil
 
     from tcx.cli import common
-    from tcx.core.command_run import command_model, keep_logs, run_command
-    from tcx.core.driver import check_save
     from tcx.core.errors import EXIT_TARGET, TcxError
-    from tcx.core.explain import explain, to_json
+    from tcx.core.run.command_run import command_model, keep_logs, run_command
+    from tcx.core.run.driver import check_save
+    from tcx.core.views.explain import explain, to_json
     from tcx.renderers.explain_terminal import render_explain
 
     if params["save"]:
@@ -80,7 +80,7 @@ def _hang(run: Any, model: Any, timeout: float | None) -> Any:
     stopped = run.interrupted_by or (f"tcx's timeout ({timeout:g} s)" if run.timed_out and timeout else None)
     if not stopped or model.recording is None:
         return None
-    from tcx.core.ranks import hang_report
+    from tcx.core.views.ranks import hang_report
 
     return hang_report(model.recording, stopped)
 

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from tcx.cli.views import view_command
-from tcx.core.views import all_captures, get
+from tcx.core.views.registry import all_captures, get
 
 VIEW = get("report")
 
@@ -28,7 +28,7 @@ def command(**params: Any) -> None:
     import sys
 
     from tcx.cli import common
-    from tcx.core.report import build_report
+    from tcx.core.views.report import build_report
     from tcx.renderers.formats import write
 
     loaded = common.load(params, VIEW.fresh_compile, capture=all_captures())

@@ -32,7 +32,7 @@ def load(params: dict[str, Any], fresh_compile: bool = False, capture: tuple[str
     opts = build_run_options(params, fresh_compile, capture)
     loaded = load_target(params["target"], opts)
     loaded.selectors = from_params(params)  # --compile, --kernel, --rank: applied by selection()
-    loaded.model.sources.user_roots = tuple(params.get("source_roots") or ())  # core/source_roots.py
+    loaded.model.sources.user_roots = tuple(params.get("source_roots") or ())  # core/ingest/source_roots.py
     return loaded
 
 
@@ -82,7 +82,7 @@ def finish(model: Any) -> None:
 def load_file(path: str) -> Any:
     """Load a saved recording or TORCH_TRACE log (never runs a program)."""
     from tcx.cli.session import Loaded
-    from tcx.core.inputs import open_file
+    from tcx.core.run.inputs import open_file
 
     model, function = open_file(path)
     return Loaded(model, function)

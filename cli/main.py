@@ -72,10 +72,10 @@ def show(**params: Any) -> None:
 
     Without RECORDING: the last live run, which every view keeps in .tcx/last.tcx."""
     from tcx.core.errors import UsageError
-    from tcx.core.explain import explain as build
-    from tcx.core.explain import to_json
-    from tcx.core.last_run import LAST_RUN
-    from tcx.core.targets import FileTarget, resolve_target
+    from tcx.core.run.last_run import LAST_RUN
+    from tcx.core.run.targets import FileTarget, resolve_target
+    from tcx.core.views.explain import explain as build
+    from tcx.core.views.explain import to_json
     from tcx.renderers.explain_terminal import render_explain
 
     if params["recording"] is None:
@@ -108,7 +108,7 @@ def show(**params: Any) -> None:
     common.finish(loaded.model)  # a failed run exits 3, as `tcx explain FILE` does
 
 
-# Every view of the registry (core/views.py), then the commands that are not views.
+# Every view of the registry (core/views/registry.py), then the commands that are not views.
 for _cmd in commands():
     cli.add_command(_cmd)
 for _module in ("cmd_browse", "cmd_record", "cmd_completion", "cmd_mcp", "cmd_fix"):
@@ -152,5 +152,5 @@ def main(argv: list[str] | None = None) -> None:
 
 def _stop_code() -> int | None:
     """128 + the signal number when SIGINT/SIGTERM stopped a run (its report is partial)."""
-    processes = sys.modules.get("tcx.core.processes")  # imported only by commands that ran something
+    processes = sys.modules.get("tcx.core.run.processes")  # imported only by commands that ran something
     return processes.stop_exit_code() if processes else None

@@ -1,4 +1,4 @@
-"""The tools `tcx mcp` serves, generated from the view registry (core/views.py).
+"""The tools `tcx mcp` serves, generated from the view registry (core/views/registry.py).
 
 - One tool per view (`explain`, `recompiles`, `guards`, …): `target` (a recording, a TORCH_TRACE
   log file or directory, `FILE:func`; a program only when the server runs with --allow-run), the
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from tcx.core.errors import TcxError, UsageError
-from tcx.core.views import VIEWS, Option, View
+from tcx.core.views.registry import VIEWS, Option, View
 
 # Views whose registry entry composes several builds (a budget check, two runs): not tools.
 COMPOSED = ("check", "diff")
@@ -203,7 +203,7 @@ def _load(
 ) -> tuple[Any, Any]:
     """The run TARGET names (a file, or a program when allowed) and its selection, as the CLI loads it."""
     from tcx.cli import common
-    from tcx.core.targets import ProgramTarget
+    from tcx.core.run.targets import ProgramTarget
 
     if isinstance(check_target(params["target"], policy), ProgramTarget):
         params = {**params, "no_save": True}  # the server writes no .tcx/last.tcx, only what `record` saves
@@ -213,7 +213,7 @@ def _load(
 
 def check_target(text: str, policy: Policy, *, run: bool | None = None) -> Any:
     """Refuse a target outside the roots, and a program unless the server may run programs."""
-    from tcx.core.targets import ProgramTarget, resolve_target
+    from tcx.core.run.targets import ProgramTarget, resolve_target
 
     path = _path_part(text)
     policy.check_path(path, "target")
@@ -251,8 +251,8 @@ LIST_COMPILES_HELP = (
 
 
 def list_compiles(args: dict[str, Any], policy: Policy) -> dict[str, Any]:
-    from tcx.core.envelope import envelope
-    from tcx.core.run_index import index_rows
+    from tcx.core.views.envelope import envelope
+    from tcx.core.views.index import index_rows
 
     params = _params(args)
     loaded, selection = _load(params, policy)
@@ -286,7 +286,7 @@ SOURCE_PROPERTIES: dict[str, Any] = {
 
 
 def show_source(args: dict[str, Any], policy: Policy) -> dict[str, Any]:
-    from tcx.core.inputs import open_file
+    from tcx.core.run.inputs import open_file
 
     check_target(args["target"], policy, run=False)
     model, _ = open_file(args["target"])
@@ -346,9 +346,9 @@ RECORD_PROPERTIES: dict[str, Any] = {
 
 def record(args: dict[str, Any], policy: Policy) -> dict[str, Any]:
     from tcx.cli import common
-    from tcx.core.explain import explain, to_json
-    from tcx.core.targets import ProgramTarget
-    from tcx.core.views import all_captures
+    from tcx.core.run.targets import ProgramTarget
+    from tcx.core.views.explain import explain, to_json
+    from tcx.core.views.registry import all_captures
 
     if not isinstance(check_target(args["target"], policy), ProgramTarget):
         raise UsageError(

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from tcx.core.last_run import LAST_RUN  # cheap: os and pathlib only
+from tcx.core.run.last_run import LAST_RUN  # cheap: os and pathlib only
 
 MIN_WIDTH, MAX_WIDTH = 20, 10_000
 
@@ -151,7 +151,7 @@ def note_ignored_run_options(params: dict[str, Any]) -> None:
     if not given:
         return
     from tcx.core.errors import UsageError
-    from tcx.core.targets import FileTarget, resolve_target
+    from tcx.core.run.targets import FileTarget, resolve_target
 
     try:
         target = resolve_target(params.get("target") or "")
@@ -170,8 +170,8 @@ def build_run_options(params: dict[str, Any], fresh_compile: bool, capture: tupl
     """The live run a view asks for: the program's own backend, mode and options unless the user
     overrides them; the compile caches as the program has them unless the view must see every
     stage compiled (`fresh_compile`)."""
-    from tcx.core.callspec import parse_call_spec, spec_to_json
-    from tcx.core.driver import RunOptions
+    from tcx.core.run.callspec import parse_call_spec, spec_to_json
+    from tcx.core.run.driver import RunOptions
 
     note_ignored_run_options(params)
     calls = [spec_to_json(parse_call_spec(c)) for c in params.get("calls") or ()] or None

@@ -10,13 +10,13 @@ from typing import Any
 
 from tcx.core.errors import UsageError
 from tcx.core.frames import frame_origin
-from tcx.core.inputs import model_of
-from tcx.core.last_run import keep_last
+from tcx.core.ingest.recording import load_recording
 from tcx.core.model import RunModel, build_model
-from tcx.core.observed import attach_children, check_capture
-from tcx.core.recording import load_recording
+from tcx.core.run.inputs import model_of
+from tcx.core.run.last_run import keep_last
+from tcx.core.run.observed import attach_children, check_capture
+from tcx.core.run.targets import FileTarget, ProgramTarget, resolve_target
 from tcx.core.selectors import Selectors
-from tcx.core.targets import FileTarget, ProgramTarget, resolve_target
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Loaded:
     model: RunModel
     function: str | None  # restrict views to this function's frames
     saved_to: str | None = None  # --save FILE
-    kept: str | None = None  # .tcx/last.tcx (core/last_run.py), where it could be written
+    kept: str | None = None  # .tcx/last.tcx (core/run/last_run.py), where it could be written
     not_kept: str | None = None  # why .tcx/last.tcx could not be written
     selectors: Selectors = field(default_factory=Selectors)  # --compile, --kernel, --rank
 
@@ -38,7 +38,7 @@ def load(target_text: str, opts: object | None = None) -> Loaded:
 
 
 def _record(target: ProgramTarget, opts: object | None) -> Loaded:
-    from tcx.core import driver
+    from tcx.core.run import driver
 
     opts = opts or driver.RunOptions()
     with live_status(enabled=not getattr(opts, "show_output", False)) as progress:

@@ -1,4 +1,4 @@
-"""Click commands from the view registry (core/views.py): each option declared once, one runner.
+"""Click commands from the view registry (core/views/registry.py): each option declared once, one runner.
 
 A view without a hand-written command gets a generated one: TARGET and the run options, the
 view's own options, then the output options. Every view command, generated or not, runs through
@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from tcx.cli.options import render_options, run_options
-from tcx.core.views import SELECTORS, VIEWS, Option, View
+from tcx.core.views.registry import SELECTORS, VIEWS, Option, View
 
 EPILOG = """\b
 Exit codes: 0 ok · 1 a `check` budget was exceeded · 2 usage error (bad option, missing
@@ -97,9 +97,9 @@ def run_view(
 
 def print_index(view: View, params: dict[str, Any], loaded: Any, selection: Any) -> bool:
     """Summary first on big runs: with no selector and no --all, a per-compile view that would
-    print pages about many compiles prints an index of them (core/run_index.py) instead."""
+    print pages about many compiles prints an index of them (core/views/index.py) instead."""
     from tcx.cli import common
-    from tcx.core import run_index
+    from tcx.core.views import index as run_index
 
     if params.get("show_all") or loaded.function or loaded.selectors.given:
         return False

@@ -7,7 +7,7 @@ import itertools
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.bytecode_view import BytecodeView, Frame
+from tcx.core.views.bytecode import BytecodeView, Frame
 from tcx.renderers.code_block import Wrapped, print_code, print_lines
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean

@@ -7,8 +7,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tcx.core.cache_view import CACHE_NAMES, CacheView, Change, Lookup, RunCaches
-from tcx.core.compile_phases import PHASE_NAMES
+from tcx.core.analysis.compile_phases import PHASE_NAMES
+from tcx.core.views.cache import CACHE_NAMES, CacheView, Change, Lookup, RunCaches
 from tcx.renderers.header import location, short_path, view_header
 from tcx.renderers.safe import clean
 

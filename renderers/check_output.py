@@ -12,9 +12,9 @@ from rich.console import Console
 from rich.text import Text
 
 from tcx import __version__
-from tcx.core.check import Cause, CheckResult, Verdict
-from tcx.core.explain import BreakSite
-from tcx.core.explain import to_json as explain_json
+from tcx.core.views.check import Cause, CheckResult, Verdict
+from tcx.core.views.explain import BreakSite
+from tcx.core.views.explain import to_json as explain_json
 from tcx.renderers.children import render_child_processes
 from tcx.renderers.code_block import Wrapped
 from tcx.renderers.failure import render_failure

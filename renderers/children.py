@@ -1,4 +1,4 @@
-"""The program's child processes that compiled (core/observed.py), for the terminal reports."""
+"""The program's child processes that compiled (core/run/observed.py), for the terminal reports."""
 
 from __future__ import annotations
 

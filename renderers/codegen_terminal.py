@@ -7,8 +7,8 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from tcx.core.codegen_view import CodegenView, Kernel, Wrapper, lifetimes
-from tcx.core.lazy_items import stream
+from tcx.core.ingest.lazy_items import stream
+from tcx.core.views.codegen import CodegenView, Kernel, Wrapper, lifetimes
 from tcx.renderers.code_block import Seen, Wrapped, print_code, print_lines, reference
 from tcx.renderers.pipeline_common import header, user_line_text
 from tcx.renderers.safe import clean

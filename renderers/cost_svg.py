@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import html
 
-from tcx.core.cost_measurements import Cost, FunctionCost, totals_by_part
-from tcx.core.cost_profile import PARTS
+from tcx.core.cost.measurements import Cost, FunctionCost, totals_by_part
+from tcx.core.cost.profile import PARTS
 from tcx.renderers.header import location
 from tcx.renderers.safe import clean
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.cost_measurements import Cost, FunctionCost, Row, totals_by_part
-from tcx.core.cost_profile import PARTS
+from tcx.core.cost.measurements import Cost, FunctionCost, Row, totals_by_part
+from tcx.core.cost.profile import PARTS
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.cudagraphs_view import CudagraphsView, GraphCudagraphs
+from tcx.core.views.cudagraphs import CudagraphsView, GraphCudagraphs
 from tcx.renderers.codegen_terminal import render_preview_notes
 from tcx.renderers.pipeline_common import header
 from tcx.renderers.safe import clean

@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from tcx.core.cache_view import CACHE_NAMES
-from tcx.core.diff import Diff
+from tcx.core.views.cache import CACHE_NAMES
+from tcx.core.views.diff import Diff
 from tcx.renderers.header import location
 from tcx.renderers.safe import clean, markdown_text
 

@@ -7,9 +7,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-from tcx.core.explain import BreakSite, Explanation, FailedFrame
 from tcx.core.model import Frame
 from tcx.core.model.failure import failure
+from tcx.core.views.explain import BreakSite, Explanation, FailedFrame
 from tcx.renderers.children import render_child_processes
 from tcx.renderers.code_block import Wrapped, print_lines
 from tcx.renderers.failure import render_failure, render_failure_notice

@@ -6,10 +6,10 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.aoti_provenance import AotiCompile
-from tcx.core.export_issues import ExportIssue
-from tcx.core.export_view import ExportView
+from tcx.core.model.aoti_provenance import AotiCompile
+from tcx.core.model.export_issues import ExportIssue
 from tcx.core.model.exports import ExportRun
+from tcx.core.views.export import ExportView
 from tcx.renderers.header import location, short_path, view_header
 from tcx.renderers.safe import clean
 from tcx.renderers.source import excerpt

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.fix import Figures, FixReport, Outcome
+from tcx.core.fix.verify import Figures, FixReport, Outcome
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 

@@ -2,7 +2,7 @@
 
 `text` is a view's terminal renderer, `json` its serializer through the strict JSON writer
 (renderers/safe.json_text), and every other format a document writer its registry entry declares
-(core/views.py `documents`: check's SARIF and GitHub annotations, diff's Markdown, the report's
+(core/views/registry.py `documents`: check's SARIF and GitHub annotations, diff's Markdown, the report's
 HTML and Markdown). The CLI commands and the tests call `write`; no command picks a format itself.
 """
 
@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
-from tcx.core.views import View
+from tcx.core.views.registry import View
 from tcx.renderers.safe import json_text
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.fusion_view import FusionView, GraphFusion, Group
+from tcx.core.views.fusion import FusionView, GraphFusion, Group
 from tcx.renderers.code_block import Wrapped
 from tcx.renderers.header import short_path
 from tcx.renderers.pipeline_common import header

@@ -8,9 +8,9 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
-from tcx.core.graphs_view import GraphsView, Saved
 from tcx.core.torchtext.dtypes import human_bytes
 from tcx.core.torchtext.fx_graph import op_base
+from tcx.core.views.graphs import GraphsView, Saved
 from tcx.renderers.code_block import Seen, Wrapped, print_code, print_lines, reference
 from tcx.renderers.pipeline_common import header, user_line_text
 from tcx.renderers.safe import clean

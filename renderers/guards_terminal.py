@@ -5,9 +5,9 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.guards import Entry, Guard, GuardsView
-from tcx.core.lazy_items import stream
+from tcx.core.ingest.lazy_items import stream
 from tcx.core.torchtext.guards import tensor_match_text
+from tcx.core.views.guards import Entry, Guard, GuardsView
 from tcx.renderers.code_block import print_lines
 from tcx.renderers.header import location, short_path, view_header
 from tcx.renderers.safe import clean

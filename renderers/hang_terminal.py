@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
-from tcx.core.ranks import HangReport
+from tcx.core.views.ranks import HangReport
 from tcx.renderers.safe import clean
 
 

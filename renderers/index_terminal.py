@@ -1,4 +1,4 @@
-"""The index a per-compile view prints first on a big run: one row per compile id (core/run_index.py)."""
+"""The index a per-compile view prints first on a big run: one row per compile id (core/views/index.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tcx.core.model import RunModel
-from tcx.core.run_index import IndexRow
+from tcx.core.views.index import IndexRow
 from tcx.renderers.code_block import print_lines
 from tcx.renderers.header import view_header
 from tcx.renderers.safe import clean

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tcx.core.model.failure import failure
-from tcx.core.recompiles import Call, Entry, FailedGuard, RecompileReport, WhatIf
+from tcx.core.views.recompiles import Call, Entry, FailedGuard, RecompileReport, WhatIf
 from tcx.renderers.code_block import Wrapped
 from tcx.renderers.failure import render_failure, render_failure_notice
 from tcx.renderers.header import view_header
@@ -62,7 +62,7 @@ def _header(rep: RecompileReport, console: Console) -> None:
 
 
 def _live_note() -> str:
-    from tcx.core.recompiles import LIVE_ONLY_NOTE
+    from tcx.core.views.recompiles import LIVE_ONLY_NOTE
 
     return LIVE_ONLY_NOTE
 

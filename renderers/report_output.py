@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.rule import Rule
 from rich.text import Text
 
-from tcx.core.report import Report
+from tcx.core.views.report import Report
 from tcx.renderers.code_block import FoldingConsole, Wrapped, print_lines
 from tcx.renderers.console import THEME
 from tcx.renderers.explain_terminal import render_explain
@@ -32,8 +32,8 @@ TRACE_LIMIT = 300
 
 def _sections(report: Report) -> list[tuple[str, str, Callable[[Console], None]]]:
     """(anchor, title, render) for the overview and every view with a report section, in reading
-    order (the registry's, core/views.py)."""
-    from tcx.core.views import report_views
+    order (the registry's, core/views/registry.py)."""
+    from tcx.core.views.registry import report_views
 
     options = {"trace": {"limit": TRACE_LIMIT}}
     out: list[tuple[str, str, Callable[[Console], None]]] = [
@@ -339,13 +339,13 @@ def report_markdown(report: Report, *, full: bool = False, target: str | None = 
 
 
 LEFT_OUT_RESERVE = 2_000  # bytes kept for the list of views left out
-# A view estimated (core/run_index.py) at more lines than this is over MARKDOWN_BUDGET at any line
+# A view estimated (core/views/index.py) at more lines than this is over MARKDOWN_BUDGET at any line
 # length: the summary names it without rendering it (on a big run that is most of the time saved).
 NOT_RENDERED_ABOVE_LINES = 6_000
 
 
 def _estimated_lines(report: Report, view: str) -> int:
-    from tcx.core import run_index
+    from tcx.core.views import index as run_index
 
     if view not in run_index.SHOWN_EVENTS:
         return 0

@@ -5,7 +5,7 @@ A recording or log names files by path, and anyone can write one: a crafted `sou
 stack frame must not make tcx open, let alone print, a local file. Lines come from the text
 recorded with the run; from a file on disk only inside the program's recorded folders and when
 its sha256 is the one recorded for it, or inside a folder the user gave (--source-root); or, for
-a live run, from the files that just ran (core/source_roots.py). A file read is a regular file of
+a live run, from the files that just ran (core/ingest/source_roots.py). A file read is a regular file of
 at most MAX_FILE_BYTES, never one under /proc, /dev or /sys.
 """
 
@@ -21,8 +21,8 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
+from tcx.core.ingest.source_roots import in_pseudo_filesystem, inside
 from tcx.core.model import Sources
-from tcx.core.source_roots import in_pseudo_filesystem, inside
 from tcx.renderers.code_block import CONTINUATION, colored, highlighted, pieces
 from tcx.renderers.safe import clean
 

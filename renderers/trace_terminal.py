@@ -6,7 +6,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tcx.core.torchtext.guards import shape_guard_text
-from tcx.core.trace_view import TraceCompile, TraceView
+from tcx.core.views.trace import TraceCompile, TraceView
 from tcx.renderers.code_block import Wrapped
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean

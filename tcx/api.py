@@ -9,7 +9,7 @@
     run.guards(compile="0/1").to_json()
     run.save("run.tcx")             # tcx explain run.tcx
 
-The view methods are generated from the view registry (core/views.py): each builds its view with
+The view methods are generated from the view registry (core/views/registry.py): each builds its view with
 the registry's builder, on the Selection the CLI would make (core/selectors.choose), and its
 result serializes with the registry's JSON serializer and renders with its terminal renderer.
 Importing this module imports neither torch nor rich: recording imports torch, rendering rich.
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tcx.core.errors import UsageError
-from tcx.core.views import VIEWS, Option, View, get
+from tcx.core.views.registry import VIEWS, Option, View, get
 
 if TYPE_CHECKING:
     from tcx.core.model import RunModel
@@ -73,7 +73,7 @@ def record(
 def load(path: str | os.PathLike[str]) -> Run:
     """Open a recording (`tcx ... --save FILE`, `run.save(FILE)`) or a TORCH_TRACE log file or
     directory; `FILE:func` selects one function's compiles. Never runs anything."""
-    from tcx.core.inputs import open_file
+    from tcx.core.run.inputs import open_file
 
     text = os.fspath(path)
     model, function = open_file(text)
@@ -142,7 +142,7 @@ class Run:
             if recorder is None or not recorder.finished:
                 raise UsageError("this run is still recording: use it after its `with` block ends.")
             from tcx.core.model import build_model
-            from tcx.core.observed import check_capture
+            from tcx.core.run.observed import check_capture
 
             model = build_model(recorder.recording(), "live")
             check_capture(model)
@@ -151,7 +151,7 @@ class Run:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the recording to `path` (`.gz` compresses); the CLI reads it (`tcx explain PATH`)."""
-        from tcx.core.recording import save_copy
+        from tcx.core.ingest.recording import save_copy
 
         dest = Path(path)
         if self._recorder is not None:
@@ -191,8 +191,8 @@ class Run:
     def check(self, selection: str | Selection | None = None, **budgets: Any) -> ViewResult:
         """Judge the run against budgets (`max_graph_breaks=0`, `max_recompiles=1`, …) as `tcx check`
         does (without a warm run or a baseline); `.passed` says whether it stayed within them."""
-        from tcx.core.budgets import BUDGET_TYPES, BUDGETS, WARM_RUN_BUDGETS
-        from tcx.core.check import budgets_from, evaluate
+        from tcx.core.model.budgets import BUDGET_TYPES, BUDGETS, WARM_RUN_BUDGETS
+        from tcx.core.views.check import budgets_from, evaluate
 
         allowed = [k for k in BUDGETS if k not in WARM_RUN_BUDGETS]
         unknown = sorted(set(budgets) - set(allowed))
@@ -207,7 +207,7 @@ class Run:
 
     def diff(self, other: Run, selection: str | Selection | None = None) -> ViewResult:
         """What changed from this run (A) to `other` (B), as `tcx diff A B` says it."""
-        from tcx.core.diff import diff
+        from tcx.core.views.diff import diff
 
         if not isinstance(other, Run):
             raise TypeError(f"diff() compares two runs, not a {type(other).__name__}")
@@ -229,7 +229,7 @@ class Run:
 
 
 class ViewResult:
-    """A view's typed result (`.value`, e.g. core/explain.Explanation), shown where it is shown:
+    """A view's typed result (`.value`, e.g. core/views/explain.Explanation), shown where it is shown:
     rich's console protocol in a terminal, `_repr_html_` in Jupyter and VS Code, plain text in
     `repr()`. Its attributes are the result's (`.graph_break_count`); `.to_json()` is the view's
     JSON document, the one `tcx VIEW --format json` prints."""
@@ -389,7 +389,7 @@ def _ints(value: Any) -> tuple[int, ...]:
 
 
 def _captures(captures: tuple[str, ...] | str) -> tuple[str, ...]:
-    from tcx.core.views import all_captures
+    from tcx.core.views.registry import all_captures
 
     if captures == ALL_CAPTURES:
         return all_captures()

@@ -59,10 +59,10 @@ def _budgets(kwargs: dict[str, Any]) -> dict[str, int]:
 
 @contextmanager
 def _recorded(label: str, budgets: dict[str, int]) -> Iterator[RecordedRun]:
-    from tcx.core.check import evaluate
-    from tcx.core.explain import explain
     from tcx.core.model import build_model
     from tcx.core.recorder.inprocess import InProcessRecorder
+    from tcx.core.views.check import evaluate
+    from tcx.core.views.explain import explain
 
     run = RecordedRun(label)
     recorder = InProcessRecorder(label)

@@ -1,4 +1,4 @@
-"""Values the event schema admits (core/event_schema.py) at their extremes, put into real events.
+"""Values the event schema admits (core/ingest/event_schema.py) at their extremes, put into real events.
 
 A field the schema lets through reaches the model and every view, so every admitted value must
 render: null where a field is nullable, integers of 400 digits, negatives, NaN and infinities
@@ -12,7 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from tcx.core import event_schema as S
+from tcx.core.ingest import event_schema as S
 
 # One extreme per JSON type, per kind (fields of a type a kind does not name keep their values).
 KINDS: dict[str, dict[type, Any]] = {

@@ -230,7 +230,7 @@ def test_view_methods_come_from_the_registry_and_check_their_arguments():
     import inspect
 
     import tcx
-    from tcx.core.views import VIEWS
+    from tcx.core.views.registry import VIEWS
 
     run = tcx.load(TRACE_LOG)
     for view in VIEWS:

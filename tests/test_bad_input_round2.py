@@ -35,15 +35,16 @@ from conftest import REPO, TRACE_FIXTURES, run_tcx
 from schema_values import KINDS, with_extremes
 from view_outputs import every_output
 
-from tcx.core import event_schema, forked
-from tcx.core.check import evaluate
+from tcx.core.analysis.log_consistency import disagreements, writes_break_records
 from tcx.core.errors import EXIT_INPUT
-from tcx.core.explain import explain
-from tcx.core.log_consistency import disagreements, writes_break_records
+from tcx.core.ingest import event_schema
+from tcx.core.ingest.recording import load_recording
+from tcx.core.ingest.source_roots import recorded_roots
+from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import Sources, build_model
-from tcx.core.recording import load_recording
-from tcx.core.source_roots import recorded_roots
-from tcx.core.trace_log import load_trace
+from tcx.core.run import forked
+from tcx.core.views.check import evaluate
+from tcx.core.views.explain import explain
 from tcx.renderers import source
 from tcx.renderers.safe import NON_FINITE_KEY, clean, json_text
 
@@ -501,7 +502,7 @@ def test_a_fork_still_running_when_tcx_exits_is_stopped_quietly():
     """tcx exits (A was unreadable) while the fork still works on B: the fork is stopped, not
     waited for (that would run into the timeout), and nothing is printed."""
     code = (
-        "import time\nfrom tcx.core import forked\n"
+        "import time\nfrom tcx.core.run import forked\n"
         "job = forked.start(time.sleep, 600)\nassert job is not None\nraise SystemExit(4)\n"
     )
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -23,14 +23,14 @@ import pytest
 from conftest import torch_trace_records
 from rich.console import Console
 
-from tcx.core.codegen_view import build_codegen
+from tcx.core.ingest.trace_events import unpack
+from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import build_model
-from tcx.core.rank_pool import rank_report
-from tcx.core.ranks import multi_rank_report
+from tcx.core.run.rank_pool import rank_report
 from tcx.core.selection import whole_run
 from tcx.core.selectors import matches
-from tcx.core.trace_events import unpack
-from tcx.core.trace_log import load_trace
+from tcx.core.views.codegen import build_codegen
+from tcx.core.views.ranks import multi_rank_report
 from tcx.renderers.code_block import CONTINUATION
 from tcx.renderers.codegen_terminal import render_codegen
 from tcx.renderers.console import THEME
@@ -165,7 +165,8 @@ def test_each_compile_is_parsed_after_the_one_before_was_printed_and_none_is_kep
     """Streaming: compile k is parsed only once compile k-1 is on the screen, what a user sees is
     exactly what the view prints when every compile is parsed before printing, and no parsed
     compile is kept (`--all` on a 1 GB log holds one compile at a time)."""
-    from tcx.core import codegen_view, guards
+    from tcx.core.views import codegen as codegen_view
+    from tcx.core.views import guards
     from tcx.renderers.guards_terminal import render_guards
 
     model = build_model(load_trace(MULTI), "trace")
@@ -347,7 +348,7 @@ def test_checksums_hold_for_payloads_with_tabs_of_their_own(tmp_path):
 
 
 def test_a_tensors_device_is_answered_without_reading_its_metadata_again(monkeypatch):
-    from tcx.core.trace_lazy import LazyMetadata
+    from tcx.core.ingest.trace_lazy import LazyMetadata
 
     model = build_model(load_trace(MULTI))
     lazy_tensors = [e for e in model.documents if e.name == "describe_tensor"]
@@ -359,7 +360,7 @@ def test_a_tensors_device_is_answered_without_reading_its_metadata_again(monkeyp
 
 
 def test_a_lazy_log_holds_no_payload_text_in_memory_but_short_ones():
-    from tcx.core.trace_lazy import INLINE_BYTES
+    from tcx.core.ingest.trace_lazy import INLINE_BYTES
 
     rec = load_trace(MULTI)
     held = [e["payload"] for e in rec.events if isinstance(e.get("payload"), (str, bytes))]
@@ -418,7 +419,7 @@ def test_the_rank_table_is_never_cut(tmp_path):
 
 
 def test_shared_metadata_strings_are_stored_once_and_read_the_same():
-    from tcx.core.trace_lazy import LAZY_METADATA, scan_file
+    from tcx.core.ingest.trace_lazy import LAZY_METADATA, scan_file
 
     strings: dict[str, str] = {}
     shared_events, _ = scan_file(SIMPLE, None, strings)

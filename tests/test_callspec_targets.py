@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from tcx.core.callspec import LiteralArg, TensorArg, parse_call_spec, spec_to_json
 from tcx.core.errors import EXIT_USAGE, UsageError
-from tcx.core.recording import save_copy, write_header
-from tcx.core.targets import FileTarget, ProgramTarget, resolve_target
+from tcx.core.ingest.recording import save_copy, write_header
+from tcx.core.run.callspec import LiteralArg, TensorArg, parse_call_spec, spec_to_json
+from tcx.core.run.targets import FileTarget, ProgramTarget, resolve_target
 
 # --- parse_call_spec ------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import pytest
 from conftest import PROGRAMS, REPO, TRACE_FIXTURES, run_tcx
 
 from tcx.core.errors import EXIT_INPUT, EXIT_OK, EXIT_USAGE
-from tcx.core.recording import FORMAT_NAME, RecordingWriter, write_header
+from tcx.core.ingest.recording import FORMAT_NAME, RecordingWriter, write_header
 
 SIMPLE_LOG = TRACE_FIXTURES / "tlparse-tests" / "inputs" / "simple.log"
 
@@ -172,8 +172,9 @@ def test_views_on_files_and_renderers_never_import_torch(tmp_path):
     gz.write_bytes(gzip.compress(SIMPLE_LOG.read_bytes()))
     code = f"""
 import sys
-import tcx.core.model, tcx.core.callspec, tcx.core.check, tcx.core.explain, tcx.core.recording
-import tcx.core.targets, tcx.core.trace_log, tcx.cli.session
+import tcx.core.model, tcx.core.run.callspec, tcx.core.views.check, tcx.core.views.explain
+import tcx.core.ingest.recording
+import tcx.core.run.targets, tcx.core.ingest.trace_log, tcx.cli.session
 import tcx.renderers.check_output, tcx.renderers.console, tcx.renderers.explain_terminal
 from tcx.cli.main import main
 for argv in (["show", {str(SIMPLE_LOG)!r}], ["check", {str(gz)!r}, "--max-graphs", "0", "--format", "sarif"],

@@ -19,14 +19,14 @@ from typing import Any
 import pytest
 from conftest import REPO
 
-from tcx.core import views
-from tcx.core.check import evaluate
-from tcx.core.diff import diff
+from tcx.core.ingest.recording import load_recording
+from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import RunModel, build_model
-from tcx.core.recording import load_recording
 from tcx.core.selection import Selection
 from tcx.core.selectors import Selectors, choose
-from tcx.core.trace_log import load_trace
+from tcx.core.views import registry as views
+from tcx.core.views.check import evaluate
+from tcx.core.views.diff import diff
 from tcx.renderers.check_output import check_json
 from tcx.renderers.safe import json_text
 
@@ -77,7 +77,7 @@ COUNTS = ("graph_count", "graph_break_count", "unique_graph_break_count", "compi
 
 def disagreements(model: RunModel, selectors: Selectors = WHOLE) -> list[str]:
     """Every count two documents carry with two values, as 'what: a != b'."""
-    from tcx.core import run_index
+    from tcx.core.views import index as run_index
     from tcx.tui.index import build_index
 
     docs = documents(model, selectors)

@@ -281,7 +281,7 @@ def test_on_a_gpu_busy_device_time_goes_to_kernels_and_idle_time_to_what_the_cpu
     """A hand-written profile of one call (no GPU on this machine; bench/gpu_cost.py checks real
     ones): a 600 ns kernel launched inside graph 0/0; the parts still add up to the call, the kernel
     gets the device's busy time plus its launch range's CPU time outside it, guards their CPU time."""
-    from tcx.core.cost_profile import Context, attribute
+    from tcx.core.cost.profile import Context, attribute
 
     names = ["tcx.call", "TorchDynamo Cache Lookup", "Torch-Compiled Region: 0/0", "tcx.graph 0/0"]
     names += ["triton_poi_fused_add_0", "cudaLaunchKernel"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import explain_with_trace, run_tcx
 
-from tcx.core.graph_break_text import parse_graph_break
+from tcx.core.torchtext.graph_break_text import parse_graph_break
 
 DATA = Path(__file__).parent / "data"
 STEP_TITLE = "Call to `torch._dynamo.step_unsupported()`"

@@ -21,7 +21,7 @@ import pytest
 from conftest import PROGRAMS, REPO, run_tcx
 
 from tcx.core.errors import EXIT_INPUT, EXIT_OK, EXIT_TARGET, EXIT_USAGE
-from tcx.core.recording import FORMAT_NAME
+from tcx.core.ingest.recording import FORMAT_NAME
 
 SIMPLE_LOG = REPO / "fixtures" / "torch-trace" / "tlparse-tests" / "inputs" / "simple.log"
 HANGS = PROGRAMS / "broken" / "hangs_with_children.py"

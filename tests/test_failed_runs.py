@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from conftest import PROGRAMS, run_tcx
 
-from tcx.core import driver
+from tcx.core.run import driver
 
 pytestmark = pytest.mark.torch
 

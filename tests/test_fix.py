@@ -232,7 +232,7 @@ def test_outputs_a_program_does_not_repeat_are_not_blamed_on_the_remedy(tmp_path
 def test_outputs_are_compared_call_by_call_within_the_dtypes_tolerance(tmp_path):
     import torch
 
-    from tcx.core.fix_outputs import compare_outputs
+    from tcx.core.fix.outputs import compare_outputs
 
     def saved(name: str, *tensors: torch.Tensor) -> str:
         path = tmp_path / name

@@ -33,11 +33,12 @@ from hypothesis import strategies as st
 from schema_values import with_one_extreme
 from view_outputs import every_output
 
-from tcx.core import fusion_view, report
 from tcx.core.errors import TcxError
+from tcx.core.ingest.recording import load_recording
+from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import RunModel, build_model
-from tcx.core.recording import load_recording
-from tcx.core.trace_log import load_trace
+from tcx.core.views import fusion as fusion_view
+from tcx.core.views import report
 from tcx.renderers.safe import json_text
 
 # Examples per test below; xdist runs the four side by side. 2500 + 1500 mutated logs and

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from conftest import TRACE_FIXTURES
 
-from tcx.core.graph_break_text import parse_graph_break
+from tcx.core.ingest.trace_events import unpack
+from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import build_model
-from tcx.core.trace_events import unpack
-from tcx.core.trace_log import load_trace
+from tcx.core.torchtext.graph_break_text import parse_graph_break
 
 DATA = Path(__file__).parent / "data"
 TEXTS = DATA / "graph_break_texts"

@@ -53,7 +53,7 @@ def root(tmp_path: Path) -> Path:
 
 
 def test_tools_are_the_registrys_views_and_explain_matches_the_cli(root):
-    from tcx.core.views import VIEWS
+    from tcx.core.views.registry import VIEWS
 
     async def session(client: Client) -> tuple[list[str], Any, Any]:
         tools = await client.list_tools()

@@ -8,9 +8,9 @@ import sys
 import pytest
 from conftest import PROGRAMS, TRACE_FIXTURES, read_torch_trace, run_tcx
 
+from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import build_model
-from tcx.core.ranks import multi_rank_report, split_by_rank
-from tcx.core.trace_log import load_trace
+from tcx.core.views.ranks import multi_rank_report, split_by_rank
 
 MULTI = TRACE_FIXTURES / "tlparse-tests" / "inputs" / "multi_rank_logs"
 

@@ -21,11 +21,11 @@ from conftest import TRACE_FIXTURES, torch_trace_records
 from rich.console import Console
 from view_outputs import every_output
 
-from tcx.core import views
+from tcx.core.ingest.recording import load_recording
+from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import RunModel, build_model
-from tcx.core.recording import load_recording
 from tcx.core.selection import whole_run
-from tcx.core.trace_log import load_trace
+from tcx.core.views import registry as views
 from tcx.renderers.code_block import CONTINUATION
 from tcx.renderers.console import THEME, make_console
 
@@ -92,7 +92,7 @@ def llama(recorded) -> tuple[RunModel, Path, Path]:
 
 @pytest.fixture(scope="module")
 def llama_report(llama):
-    from tcx.core.report import build_report
+    from tcx.core.views.report import build_report
 
     model, _, _ = llama
     return build_report(model, whole_run(model))
@@ -146,7 +146,7 @@ def global_states(torch_trace: Path) -> set[str]:
 
 
 def test_a_guard_prints_whole_with_its_value_in_a_pipe_and_on_a_terminal(llama):
-    from tcx.core.guards import build_guards
+    from tcx.core.views.guards import build_guards
     from tcx.renderers.guards_terminal import render_guards
 
     model, _, torch_trace = llama
@@ -175,7 +175,7 @@ def recompile_reasons(torch_trace: Path) -> list[str]:
 def test_each_failing_guard_prints_whole(llama, width):
     """The recompiles of torch's own log of the run, each failing guard in a table cell: at 60
     columns `'transformers.models.llama.modeling_llama.LlamaForCausalLM'>` is wider than the cell."""
-    from tcx.core.recompiles import analyze
+    from tcx.core.views.recompiles import analyze
     from tcx.renderers.recompiles_terminal import render_recompiles
 
     _, _, torch_trace = llama
@@ -195,7 +195,7 @@ def test_each_failing_guard_prints_whole(llama, width):
 
 
 def test_the_trace_stack_column_wraps_with_a_continuation_mark(llama):
-    from tcx.core.trace_view import build_trace
+    from tcx.core.views.trace import build_trace
     from tcx.renderers.trace_terminal import render_trace
 
     model, _, _ = llama

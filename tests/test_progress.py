@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tcx.core.progress import RecordingFollower
+from tcx.core.run.progress import RecordingFollower
 
 
 def _line(event: dict) -> bytes:

@@ -9,7 +9,7 @@ import pytest
 
 from tcx import __version__
 from tcx.core.errors import EXIT_INPUT, InputError
-from tcx.core.recording import (
+from tcx.core.ingest.recording import (
     FORMAT_NAME,
     FORMAT_VERSION,
     RecordingWriter,

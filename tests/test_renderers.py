@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from tcx.cli.main import main
-from tcx.core import views
-from tcx.core.check import budgets_from, evaluate
 from tcx.core.errors import EXIT_BUDGET, EXIT_INPUT, EXIT_OK, UsageError
-from tcx.core.explain import explain, to_json
+from tcx.core.ingest.recording import RecordingWriter, load_recording, write_header
 from tcx.core.model import build_model
-from tcx.core.recording import RecordingWriter, load_recording, write_header
+from tcx.core.views import registry as views
+from tcx.core.views.check import budgets_from, evaluate
+from tcx.core.views.explain import explain, to_json
 from tcx.renderers.check_output import check_json, github, rule_id, sarif
 from tcx.renderers.console import make_console
 from tcx.renderers.explain_terminal import render_explain

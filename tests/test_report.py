@@ -9,7 +9,7 @@ import pytest
 from conftest import TRACE_FIXTURES, run_tcx, tool
 from test_renderers import program_events, save_recording
 
-from tcx.core.views import VIEWS
+from tcx.core.views.registry import VIEWS
 
 SECTIONS = ("overview", *(v.name for v in VIEWS if v.report_title))
 TITLES = tuple(str(v.report_title) for v in VIEWS if v.report_title)
@@ -110,10 +110,11 @@ def test_html_escapes_everything_from_the_program(tmp_path):
 
 def test_a_view_that_breaks_says_so_in_its_section_and_the_report_goes_on(monkeypatch):
     """Views parse payloads as they print; a payload that breaks a parser sinks that one section."""
-    from tcx.core import codegen_view, guards
+    from tcx.core.ingest.trace_log import load_trace
     from tcx.core.model import build_model
-    from tcx.core.report import build_report
-    from tcx.core.trace_log import load_trace
+    from tcx.core.views import codegen as codegen_view
+    from tcx.core.views import guards
+    from tcx.core.views.report import build_report
     from tcx.renderers.report_output import report_html
 
     def broken(*_args: object) -> None:

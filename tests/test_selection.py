@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import PROGRAMS, run_tcx, torch_trace_records
 
-from tcx.core.views import VIEWS
+from tcx.core.views.registry import VIEWS
 
 PROGRAM = str(PROGRAMS / "two_functions.py")
 # A click warning (e.g. an option declared twice) is an error in every command tcx runs here.

@@ -100,8 +100,18 @@ RAW = re.compile(
 )
 # The readers and the model itself may read events; views, renderers, check, diff, report, the
 # TUI and the CLI read the model's facts.
-READERS = ("core/model/", "core/recorder/", "core/trace_log.py", "core/trace_lazy.py", "core/recording.py")
-READERS += ("core/command_run.py", "core/ranks.py", "core/rank_pool.py")  # split per rank, or add an end
+READERS = (
+    "core/model/",
+    "core/recorder/",
+    "core/ingest/trace_log.py",
+    "core/ingest/trace_lazy.py",
+    "core/ingest/recording.py",
+)
+READERS += (
+    "core/run/command_run.py",
+    "core/views/ranks.py",
+    "core/run/rank_pool.py",
+)  # split per rank, or add an end
 
 
 def test_views_renderers_and_the_cli_read_facts_not_raw_events():

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import build_model
 from tcx.core.torchtext import arch, dtypes, fx_graph, guards, names, output_code
 from tcx.core.torchtext.locations import Location, fx_node_location, guard_location
-from tcx.core.trace_log import load_trace
 
 DATA = Path(__file__).parent / "data"
 SAMPLES = DATA / "torchtext"

@@ -16,9 +16,9 @@ import pytest
 from conftest import TRACE_FIXTURES, tool
 
 from tcx.core.errors import EXIT_INPUT, InputError
-from tcx.core.explain import explain, to_json
+from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import build_model
-from tcx.core.trace_log import load_trace
+from tcx.core.views.explain import explain, to_json
 
 INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"
 MULTI_RANK = INPUTS / "multi_rank_logs"
@@ -301,7 +301,7 @@ def test_compile_ids_and_breaks_match_tlparse(name, tmp_path):
 
 def test_large_payloads_stay_compressed_and_read_back_whole():
     """The eager reader (lazy=False): payloads over 4 KiB are kept zlib-compressed."""
-    from tcx.core.trace_events import PACK_ABOVE, unpack
+    from tcx.core.ingest.trace_events import PACK_ABOVE, unpack
 
     rec = load_trace(INPUTS / "multi_rank_logs" / "dedicated_log_torch_trace_rank_1.log", lazy=False)
     packed = [e["payload"] for e in rec.events if isinstance(e.get("payload"), bytes)]

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from conftest import TRACE_FIXTURES, run_tcx, tool
 
+from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import build_model
 from tcx.core.torchtext.output_code import count_kernels
-from tcx.core.trace_log import load_trace
 
 INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"
 LOGS = [

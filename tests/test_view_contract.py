@@ -1,4 +1,4 @@
-"""The view contract: one registry (core/views.py) that the CLI, `tcx report`, the capture plan and
+"""The view contract: one registry (core/views/registry.py) that the CLI, `tcx report`, the capture plan and
 completion read, and one JSON envelope at the top of every view's document.
 
 Torch-free: the views run in-process on a real recording and a real TORCH_TRACE log.
@@ -18,11 +18,11 @@ from click.testing import CliRunner
 from conftest import REPO
 
 from tcx.cli.main import cli
-from tcx.core.envelope import ENVELOPE_KEYS
 from tcx.core.recorder.captures import CAPTURES as INSTALLERS
-from tcx.core.report import CAPTURES as REPORT_CAPTURES
-from tcx.core.targets import FileTarget, resolve_target
-from tcx.core.views import VIEWS, all_captures
+from tcx.core.run.targets import FileTarget, resolve_target
+from tcx.core.views.envelope import ENVELOPE_KEYS
+from tcx.core.views.registry import VIEWS, all_captures
+from tcx.core.views.report import CAPTURES as REPORT_CAPTURES
 
 DATA = Path(__file__).resolve().parent / "data"
 RECORDING = DATA / "golden" / "two_functions_inductor.tcx.gz"
@@ -83,7 +83,7 @@ def test_every_view_is_a_command_with_each_option_once() -> None:
 
 
 def test_check_has_one_option_per_budget() -> None:
-    from tcx.core.budgets import BUDGETS
+    from tcx.core.model.budgets import BUDGETS
 
     options = {p.name for p in cli.commands["check"].params}
     assert set(BUDGETS) <= options
@@ -100,7 +100,7 @@ def test_shell_completion_lists_every_view() -> None:
 
 def test_the_registry_imports_neither_click_nor_rich_nor_torch() -> None:
     code = (
-        "import sys, tcx.core.views\n"
+        "import sys, tcx.core.views.registry\n"
         "bad = [m for m in ('click', 'rich', 'torch') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )

@@ -1,4 +1,4 @@
-"""Every view of the registry (core/views.py) in every format it has, built in-process from one model.
+"""Every view of the registry (core/views/registry.py) in every format it has, built from one model.
 
 `every_output(model)` returns {"VIEW FORMAT": text} as the CLI would print it (terminal text with
 colour off, JSON, Markdown, HTML, SARIF, GitHub annotations), plus what `tcx show` prints for raw
@@ -14,9 +14,9 @@ import io
 from collections.abc import Callable
 from typing import Any
 
-from tcx.core import views
 from tcx.core.model import RunModel
 from tcx.core.selection import whole_run
+from tcx.core.views import registry as views
 from tcx.renderers.console import make_console
 from tcx.renderers.safe import json_text
 
@@ -47,9 +47,9 @@ def every_output(
     views named in `only`, when given), text `width` columns wide. A view with a section in the
     report prints its text there, with the renderer and result its own command uses: it is not
     printed a second time alone."""
-    from tcx.core.check import evaluate
-    from tcx.core.diff import diff
-    from tcx.core.explain import explain
+    from tcx.core.views.check import evaluate
+    from tcx.core.views.diff import diff
+    from tcx.core.views.explain import explain
     from tcx.renderers.formats import write
 
     selection = whole_run(model)
@@ -101,7 +101,7 @@ def _write(write: Any, view: Any, result: Any, fmt: str, console: Any, params: A
 
 def _show_outputs(model: RunModel, selection: Any, width: int = WIDTH) -> dict[str, str]:
     """`tcx show FILE --events`, `--event NAME` (the first few names), and a big run's index."""
-    from tcx.core import run_index
+    from tcx.core.views import index as run_index
     from tcx.renderers.index_terminal import render_index_head, render_index_rows
     from tcx.renderers.raw_events import render_raw
 

@@ -1,6 +1,6 @@
 """The detail pane's content: the registered view of an item, rendered by the view's own renderer.
 
-The view is built through the registry (core/views.py) on the item's Selection (its compile ids,
+The view is built through the registry (core/views/registry.py) on the item's Selection (its compile ids,
 one break site, one kernel: core/selection.focus), and rendered by its terminal renderer into a
 recording rich console; the pane shows what that console recorded.
 A user line is shown from the recording's own copy of the file (renderers/source.py), never
@@ -23,7 +23,7 @@ from rich.text import Text
 
 from tcx.core.model import RunModel
 from tcx.core.selection import Selection, focus
-from tcx.core.views import get
+from tcx.core.views.registry import get
 from tcx.renderers.console import make_console
 from tcx.renderers.header import location
 from tcx.renderers.safe import clean

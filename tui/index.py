@@ -2,7 +2,7 @@
 
 Frames → compile ids → stages (recompile, Dynamo graph, graph breaks, guards, AOT graphs,
 fusion, kernels, wrapper) → breaks, guards, kernels → ATen ops and user lines. Each item says
-what the detail pane shows for it: a registered view (core/views.py) built on a selection
+what the detail pane shows for it: a registered view (core/views/registry.py) built on a selection
 narrowed to its compile ids, or the source around a user line. Every fact comes from the
 views' own typed results, built once through the registry.
 
@@ -16,10 +16,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from tcx.core.graphs_view import GRAPH_EVENTS
 from tcx.core.model import Compile, Frame, GraphBreak, RunModel
 from tcx.core.selection import Selection
-from tcx.core.views import get
+from tcx.core.views.graphs import GRAPH_EVENTS
+from tcx.core.views.registry import get
 from tcx.renderers.header import short_path
 from tcx.renderers.safe import clean
 
@@ -163,7 +163,7 @@ def build_index(model: RunModel, selection: Selection) -> Index:
                 search=_search(first.co_name, first.display_name, first.co_filename),
             )
         )
-    # the compile each break resumed in, as explain names it (core/explain.py _ResumeCompiles)
+    # the compile each break resumed in, as explain names it (core/views/explain.py _ResumeCompiles)
     resume_of = {
         id(brk): region["resumed_in"] if region.get("resumed_in") not in (None, "eager") else None
         for brk, region in breaks

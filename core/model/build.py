@@ -15,12 +15,12 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+from tcx.core.ingest.recording import Recording
+from tcx.core.ingest.source_roots import recorded_roots
+from tcx.core.ingest.trace_events import TraceEvent, normalize, qualified, ranks_of
+from tcx.core.ingest.trace_lazy import LogRecord
 from tcx.core.model.consumers import CONSUMERS, Facts
 from tcx.core.model.run import DOCUMENT_KINDS, Captures, Documents, RunModel
-from tcx.core.recording import Recording
-from tcx.core.source_roots import recorded_roots
-from tcx.core.trace_events import TraceEvent, normalize, qualified, ranks_of
-from tcx.core.trace_lazy import LogRecord
 
 
 class Consumer(Protocol):

@@ -14,13 +14,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.aoti_provenance import AotiCompile
-from tcx.core.event_schema import seconds
 from tcx.core.frames import is_recorder_frame
-from tcx.core.graph_break_text import parse_graph_break
+from tcx.core.ingest.event_schema import seconds
+from tcx.core.ingest.trace_events import Interner, TraceEvent
+from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.exports import ExportBuilder, ExportRun
 from tcx.core.model.facts import Compile, Frame, GraphBreak, Recompile, Sources
-from tcx.core.trace_events import Interner, TraceEvent
+from tcx.core.torchtext.graph_break_text import parse_graph_break
 
 
 @dataclass
@@ -277,7 +277,7 @@ class SourcesConsumer:
 
 class ExportsConsumer:
     """torch.export / draft_export / AOTInductor calls: the export capture's start and end events
-    interleaved with the trace events each call logged (core/export_view.py reads the result)."""
+    interleaved with the trace events each call logged (core/views/export.py reads the result)."""
 
     TRACE = frozenset(
         {"str", "graph_dump", "export", "exported_program", "propagate_real_tensors_provenance"}

@@ -1,12 +1,12 @@
 """torch.export / draft_export / AOTInductor calls of a run, as facts of the run model: each
 export ok or failed with its issues, the guards it added, its specializations and signature, and
 each AOTInductor compile with its kernels' provenance. `ExportBuilder` is handed the events by the
-model's one pass (core/model/consumers.ExportsConsumer); core/export_view.py shows the result.
+model's one pass (core/model/consumers.ExportsConsumer); core/views/export.py shows the result.
 
 A live run or recording has the `export` capture's events around each call
 (core/recorder/compat_export.py) and torch's detailed structured trace in between; a TORCH_TRACE
 log has only the trace, so its exports are found by their events (`export`, `exported_program`)
-and its issues are the ones `tlparse --export` lists for the same log (core/export_issues.py).
+and its issues are the ones `tlparse --export` lists for the same log (core/model/export_issues.py).
 Pure and torch-free.
 """
 
@@ -15,8 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.aoti_provenance import PRE_GRAD_GRAPHS, AotiCompile, add_code, add_mappings, add_stack_traces
-from tcx.core.export_issues import (
+from tcx.core.frames import frame_origin
+from tcx.core.ingest.trace_events import Interner, TraceEvent
+from tcx.core.model.aoti_provenance import (
+    PRE_GRAD_GRAPHS,
+    AotiCompile,
+    add_code,
+    add_mappings,
+    add_stack_traces,
+)
+from tcx.core.model.export_issues import (
     Context,
     ExportIssue,
     as_frame,
@@ -27,9 +35,7 @@ from tcx.core.export_issues import (
     from_exception,
     from_trace,
 )
-from tcx.core.frames import frame_origin
 from tcx.core.torchtext.exported_program import ExportedProgramText, is_symbol, parse_exported_program
-from tcx.core.trace_events import Interner, TraceEvent
 
 # Trace events that begin an export in a log (no recorder events to say where one starts).
 _STARTS_EXPORT = frozenset(

@@ -116,7 +116,7 @@ class Sources:
     A recording or log is input from anywhere and may name any path: its lines are shown from
     the text snapshot taken at record time, or from a file on disk inside the program's recorded
     `roots` whose sha256 is the recorded one, or inside a folder the user gave (`user_roots`,
-    --source-root); see core/source_roots.py. A live run just ran the files on disk.
+    --source-root); see core/ingest/source_roots.py. A live run just ran the files on disk.
     """
 
     texts: dict[str, str] = field(default_factory=dict)

@@ -15,14 +15,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.aoti_provenance import AotiCompile
+from tcx.core.ingest.trace_events import Interner, TraceEvent
+from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.exports import ExportRun
 from tcx.core.model.facts import Compile, GraphBreak, Recompile, Sources
-from tcx.core.trace_events import Interner, TraceEvent
 
 if TYPE_CHECKING:
+    from tcx.core.ingest.recording import Recording
     from tcx.core.model.status import RunStatus
-    from tcx.core.recording import Recording
 
 # The kinds of payload the views read (Documents.of refuses others: a view that needs a new kind
 # declares it here, so the schema of what tcx understands is this list and the consumers').
@@ -142,7 +142,7 @@ class RunModel:
     aoti_compiles: list[AotiCompile] = field(default_factory=list)  # AOTInductor packages
     ranks: list[int] = field(default_factory=list)
     # The loaded input: only a multi-rank input's per-rank models are built from it again
-    # (core/rank_pool.py); views read the facts above.
+    # (core/run/rank_pool.py); views read the facts above.
     recording: Recording | None = None
 
     @property

@@ -15,7 +15,7 @@ import contextlib
 import importlib
 from collections.abc import Callable
 
-from tcx.core.recording import RecordingWriter
+from tcx.core.ingest.recording import RecordingWriter
 
 Installer = Callable[..., "str | None"]  # (writer) or (writer, argument)
 

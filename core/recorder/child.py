@@ -1,6 +1,6 @@
 """The recorder child process: run the user's program under capture hooks.
 
-Started by `tcx.core.driver` (`python recorder/boot.py SPEC_JSON`, which calls `main`). It appends
+Started by `tcx.core.run.driver` (`python recorder/boot.py SPEC_JSON`, which calls `main`). It appends
 events to the recording named in the spec as they happen and always tries to finish with
 a `program_exit` event; the parent adds `outcome` when this process dies without one.
 """

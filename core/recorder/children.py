@@ -3,7 +3,7 @@
 A program may compile in processes it starts: a multiprocessing worker (fork, spawn,
 forkserver) or a `python` subprocess. Their compiles are real compiles of the program, so
 a CI gate must count them. Each child writes `children/<pid>.tcx` next to the run's
-recording; the parent summarizes them (core/observed.py) into `child_process` events.
+recording; the parent summarizes them (core/run/observed.py) into `child_process` events.
 
 - Forked children inherit the recorder's hooks; `os.register_at_fork` moves the inherited
   writer to the child's own file, so the two processes never write one file.
@@ -32,7 +32,7 @@ import warnings
 from pathlib import Path
 from typing import IO, Any
 
-from tcx.core.recording import RecordingWriter, write_header
+from tcx.core.ingest.recording import RecordingWriter, write_header
 
 ENV = "TCX_CHILD_RECORDING"  # JSON: {"dir": ..., "backend": ..., "dynamic": ..., "mode": ...}
 SITE_DIR = "site"

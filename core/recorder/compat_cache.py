@@ -15,8 +15,8 @@ import logging
 
 import torch
 
+from tcx.core.ingest.recording import RecordingWriter
 from tcx.core.recorder.compat import unavailable
-from tcx.core.recording import RecordingWriter
 
 AOT_CACHE_LOGGER = "torch._functorch._aot_autograd.autograd_cache"
 

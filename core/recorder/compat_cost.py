@@ -38,9 +38,9 @@ from typing import Any
 
 import torch
 
+from tcx.core.ingest.recording import RecordingWriter
 from tcx.core.recorder.compat import current_compile_id, unavailable
 from tcx.core.recorder.compat_recompiles import _evaluated_callable, _qualname, _target_of
-from tcx.core.recording import RecordingWriter
 
 CALL_SPAN = "tcx.call"  # the profiler range around one measured call
 GRAPH_SPAN = "tcx.graph "  # + compile id: the range around one compiled graph's call
@@ -600,7 +600,7 @@ def _launch_facts(e: Any) -> dict[str, Any]:
 
 def _device() -> dict[str, Any]:
     """The GPU the calls ran on, as torch describes it (peak figures come from a datasheet table in
-    core/cost_gpu.py, or from the memory clock and bus width here)."""
+    core/cost/gpu.py, or from the memory clock and bus width here)."""
     try:
         index = torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)

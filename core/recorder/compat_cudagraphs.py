@@ -28,8 +28,8 @@ import sys
 import threading
 from typing import Any
 
+from tcx.core.ingest.recording import RecordingWriter
 from tcx.core.recorder.compat import current_compile_id, unavailable
-from tcx.core.recording import RecordingWriter
 
 MAX_EVENTS = 2000
 

@@ -27,8 +27,8 @@ import io
 import re
 from typing import Any
 
+from tcx.core.ingest.recording import RecordingWriter
 from tcx.core.recorder.compat import current_compile_id, unavailable
-from tcx.core.recording import RecordingWriter
 from tcx.core.torchtext.locations import guard_location
 from tcx.core.torchtext.names import is_generated_global, is_resume
 

@@ -40,8 +40,8 @@ from typing import Any
 import torch
 
 from tcx.core.frames import is_recorder_frame
+from tcx.core.ingest.recording import RecordingWriter
 from tcx.core.recorder.compat import unavailable
-from tcx.core.recording import RecordingWriter
 
 MESSAGE_CHARS = 12_000
 REPR_CHARS = 600

@@ -36,9 +36,9 @@ from typing import Any
 
 import torch
 
+from tcx.core.ingest.recording import RecordingWriter
 from tcx.core.recorder import compat_fakecuda_sdpa, compat_fakecuda_shim, compat_fakecuda_values
 from tcx.core.recorder.compat import TORCH_VERSION, current_compile_id, disable_compile_caches, unavailable
-from tcx.core.recording import RecordingWriter
 from tcx.core.torchtext.arch import arch_name, parse_arch
 from tcx.core.torchtext.output_code import kernel_definitions
 

@@ -14,7 +14,7 @@ graph eagerly on the program's tensors (`EagerGraph`): the forward and backward 
 gives Inductor, through AOTAutograd's own runtime, so a backward graph is compiled when the
 program first runs backward, as on a GPU.
 
-Where a CPU value can differ from the GPU's, the preview's notes say so (core/preview_notes.py):
+Where a CPU value can differ from the GPU's, the preview's notes say so (core/analysis/preview_notes.py):
 random numbers of CUDA tensors come from a CPU generator seeded from the CUDA generator's
 (seed, offset) state, and float results can differ in their last bits. An op with no CPU kernel
 (the GPU's fused attention kernels have stand-ins here) leaves its outputs without a value; a line

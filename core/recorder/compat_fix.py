@@ -28,9 +28,9 @@ from typing import Any
 
 import torch
 
+from tcx.core.ingest.recording import RecordingWriter
 from tcx.core.recorder.compat import unavailable
 from tcx.core.recorder.compat_recompiles import _evaluated_callable, _target_of
-from tcx.core.recording import RecordingWriter
 
 MAX_OUTPUT_ELEMENTS = 50_000_000  # elements kept across all calls; later calls are counted, not kept
 

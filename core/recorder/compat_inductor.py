@@ -22,8 +22,8 @@ import threading
 from typing import Any
 
 from tcx.core.frames import frame_origin, parse_stack_trace
+from tcx.core.ingest.recording import RecordingWriter
 from tcx.core.recorder.compat import current_compile_id, unavailable
-from tcx.core.recording import RecordingWriter
 
 MAX_NODES_PER_GRAPH = 2000
 MAX_DECISIONS_PER_GRAPH = 4000

@@ -30,8 +30,8 @@ from typing import Any
 
 import torch
 
+from tcx.core.ingest.recording import RecordingWriter
 from tcx.core.recorder.compat import TORCH_VERSION, unavailable
-from tcx.core.recording import RecordingWriter
 from tcx.core.torchtext.guards import guard_code, scoped_sources
 
 MAX_CALL_EVENTS = 1000

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from tcx.core.frames import is_recorder_frame
-from tcx.core.recording import RecordingWriter
+from tcx.core.ingest.recording import RecordingWriter
 
 
 class TraceHandler(logging.Handler):

@@ -30,12 +30,12 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tcx.core.errors import UsageError
-from tcx.core.recording import Recording, RecordingWriter, load_recording, save_copy, write_header
+from tcx.core.ingest.recording import Recording, RecordingWriter, load_recording, save_copy, write_header
 
 # Captures that must be installed before torch is imported (the CUDA preview's fake device):
 # a recording in a process that already runs torch cannot have them.
 NEEDS_FRESH_PROCESS = ("cuda_preview", "device")
-MAX_SOURCE_BYTES = 1_000_000  # as the CLI's snapshots (core/driver.py): larger files by hash only
+MAX_SOURCE_BYTES = 1_000_000  # as the CLI's snapshots (core/run/driver.py): larger files by hash only
 
 _ACTIVE: list[InProcessRecorder] = []
 _INSTALLED: dict[str, str | None] = {}  # hook or capture name -> None (installed) or why not

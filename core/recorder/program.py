@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from tcx.core.frames import is_recorder_frame
+from tcx.core.ingest.recording import RecordingWriter
 from tcx.core.recorder import compat
-from tcx.core.recording import RecordingWriter
 
 EXAMPLES_HOOK = "tcx_calls"
 

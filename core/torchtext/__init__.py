@@ -9,6 +9,7 @@
 - `cache_key`    the parts of a compile-cache key torch logs (`[digest] name: value`)
 - `dtypes`       element sizes of dtypes, however torch spells them
 - `arch`         CUDA architecture names (`sm_90`)
+- `graph_break_text` the `dynamo_graph_break_reason` artifact, in fields
 
 Every parser here is tested on text saved from real torch runs (tests/data/torchtext/).
 """

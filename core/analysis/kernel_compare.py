@@ -1,0 +1,84 @@
+"""Kernels of a run as comparable facts, and two runs compared kernel by kernel (torch-free).
+
+A run's kernels come from Inductor's output code (`inductor_output_code`) or, for a CUDA preview,
+from the wrappers the preview generated (`cuda_preview` events). Each kernel is keyed by
+(compile id, graph, name) and carries a fingerprint of its source with the lines that name a file
+or a build hash left out (`# kernel path: ...`, `'backend_hash': ...`): the same kernel generated
+on two machines, or by a real GPU run and by the preview, has the same fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from tcx.core.analysis.preview_notes import recorded_preview
+from tcx.core.model import RunModel
+from tcx.core.selection import Selection
+from tcx.core.torchtext.output_code import graph_of, kernel_definitions
+
+_MACHINE_LINES = re.compile(
+    r"'backend_hash': '[0-9A-Fa-f]+'|# kernel path: .*|# \[Provenance debug handles\].*"
+)
+
+
+def fingerprint(source: str) -> str:
+    """A short hash of a kernel's source, machine-specific lines left out."""
+    return hashlib.sha256(_MACHINE_LINES.sub("", source).encode()).hexdigest()[:16]
+
+
+def _modules(model: RunModel, selection: Selection) -> list[tuple[str | None, str, str]]:
+    """(compile id, graph, source) of each generated module of the selected compiles."""
+    out = []
+    for ev in model.documents.of("inductor_output_code"):
+        if ev.payload and selection.includes(ev.compile_id):
+            out.append((ev.compile_id, graph_of(ev.payload), ev.payload))
+    if out or not recorded_preview(model):
+        return out
+    for ev in model.captures.of("cuda_preview"):
+        source = ev.get("source")
+        if isinstance(source, str) and selection.includes(ev.get("compile_id")):
+            out.append((ev.get("compile_id"), str(ev.get("graph") or graph_of(source)), source))
+    return out
+
+
+def kernel_facts(model: RunModel, selection: Selection) -> list[dict[str, Any]]:
+    """Each kernel's name, kind, compile id, graph and source fingerprint."""
+    return [
+        {
+            "name": name,
+            "kind": kind,
+            "compile_id": cid,
+            "graph": graph,
+            "fingerprint": fingerprint(source),
+        }
+        for cid, graph, module in _modules(model, selection)
+        for name, kind, source, _comment in kernel_definitions(module)
+    ]
+
+
+def compare_kernels(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
+    """Kernels matched by (compile id, graph, name): identical, differing, or only in one run.
+    Facts without fingerprints (older baselines) compare by name only and say so."""
+
+    def key(k: dict[str, Any]) -> tuple:
+        return (k.get("compile_id"), k.get("graph"), k.get("name"))
+
+    left, right = {key(k): k for k in a}, {key(k): k for k in b}
+    identical, differ, unknown = [], [], []
+    for k in left.keys() & right.keys():
+        fa, fb = left[k].get("fingerprint"), right[k].get("fingerprint")
+        (unknown if not fa or not fb else identical if fa == fb else differ).append(_label(k))
+    return {
+        "identical": sorted(identical),
+        "differ": sorted(differ),
+        "not_compared": sorted(unknown),
+        "only_in_a": sorted(_label(k) for k in left.keys() - right.keys()),
+        "only_in_b": sorted(_label(k) for k in right.keys() - left.keys()),
+    }
+
+
+def _label(key: tuple) -> str:
+    cid, graph, name = key
+    return f"{cid or '?'} {graph or '?'} {name}"

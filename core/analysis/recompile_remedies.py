@@ -1,0 +1,388 @@
+"""What to change when a frame recompiles: the cause of each recompile (its first failing guard)
+and a remedy that names a concrete API or code change. The graph-break counterpart is
+core/analysis/remedies.py.
+
+Pure and torch-free; fills in the `cause` and `remedy` of the recompiles view's calls.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tcx.core.analysis.shape_facts import CompileShapes, Dim, Specialization, UserLine, marked_dynamic
+
+if TYPE_CHECKING:
+    from tcx.core.model import RunModel
+    from tcx.core.views.recompiles import Call, FailedGuard
+
+CAUSES = {
+    "shape": "shape specialization",
+    "dynamic_shape": "branch on a dynamic size",
+    "stride": "stride/layout change",
+    "dtype": "dtype change",
+    "device": "device change",
+    "requires_grad": "requires_grad change",
+    "rank": "tensor rank change (number of dimensions)",
+    "dispatch": "dispatch keys changed (device, requires_grad or a tensor subclass)",
+    "global": "Python global value",
+    "closure": "closure value",
+    "attribute": "attribute value",
+    "value": "Python value",
+    "int": "integer specialization",
+    "length": "container length change",
+    "identity": "object identity (a module or tensor recreated)",
+    "type": "type change",
+    "global_state": "global state (grad mode, autocast, deterministic, torch function mode)",
+    "aliasing": "input aliasing changed",
+    "backend": "a different backend",
+    "recompile_limit": "recompile limit",
+    "other": "guard failure",
+}
+
+
+@dataclass
+class RemedyContext:
+    """What a remedy may rely on: the run, every call, and what torch logged about each compile."""
+
+    model: RunModel
+    calls: list[Call]
+    limit: dict[str, Any]
+    shapes: dict[str, CompileShapes]
+    states: dict[str, dict[str, str]] = field(default_factory=dict)  # entry -> its global-state values
+
+    def dynamic_setting(self, compile_id: str | None) -> str | None:
+        """ "True", "False" or None: the `dynamic=` the frame was compiled with, read from torch's own
+        config in that compile's compilation_metrics (torch.compile(dynamic=True) turns
+        assume_static_by_default off, dynamic=False turns automatic_dynamic_shapes off)."""
+        comp = self.model.compiles.get(compile_id or "")
+        config = _json_object((comp.metrics if comp else {}).get("dynamo_config"))
+        if config.get("assume_static_by_default") is False:
+            return "True"
+        if config.get("automatic_dynamic_shapes") is False:
+            return "False"
+        if config:
+            return None
+        return _asked(self.model, compile_id)
+
+
+def explain_call(call: Call, ctx: RemedyContext) -> None:
+    """Set `call.cause` and `call.remedy`: why it recompiled (or ran eager), and what to change."""
+    if call.outcome == "eager":
+        cfg = call.limit or ctx.limit
+        if ctx.limit.get("hit") or call.failed_guards:
+            call.cause = CAUSES["recompile_limit"]
+            call.remedy = _limit_remedy(call, ctx.calls, cfg)
+        else:
+            call.cause = "not compiled (Dynamo skipped the frame or its compile failed)"
+            call.remedy = f"Run `tcx explain` on this target to see why {call.function} was not compiled."
+        return
+    if call.outcome != "recompile" or not call.failed_guards:
+        return
+    g = call.failed_guards[0]
+    call.cause = CAUSES.get(g.kind, CAUSES["other"])
+    if g.kind == "shape":
+        call.cause, call.remedy = _shape(call, g, ctx)
+    else:
+        call.remedy = _remedy(call, g, ctx)
+
+
+def _json_object(value: Any) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    try:
+        parsed = json.loads(value) if isinstance(value, str) else None
+    except ValueError:
+        return {}
+    return parsed if isinstance(parsed, dict) else {}
+
+
+def _asked(model: RunModel, compile_id: str | None) -> str | None:
+    """The `dynamic=` of the program's torch.compile call for this frame (recorded by tcx), when
+    the frame's name says which call it was."""
+    comp = model.compiles.get(compile_id or "")
+    name = comp.co_name if comp else None
+    asked = [c.get("asked") or {} for c in model.compile_calls if c.get("target") == name]
+    values = {str(a.get("dynamic")) for a in asked if a.get("dynamic") is not None}
+    return values.pop() if len(values) == 1 else None
+
+
+def _where(g: FailedGuard) -> str:
+    if g.file and g.line:
+        return f" (guard from {g.file}:{g.line}{': ' + g.code if g.code else ''})"
+    return ""
+
+
+def _at(line: UserLine | None) -> str:
+    if line is None or line.line is None:
+        return "torch's own code (no user line)"
+    where = f"{os.path.basename(line.file)}:{line.line}" if line.file else f"line {line.line}"
+    return f"`{line.code}` ({where})" if line.code else where
+
+
+def _promoted(call: Call, g: FailedGuard) -> bool:
+    return any(p.arg == g.arg and p.dim == g.dim for p in call.promotions)
+
+
+def _seen(call: Call, g: FailedGuard, calls: list[Call]) -> str:
+    seen = set(_dim_values(calls, call.function, g.arg, g.dim))
+    for c in calls:  # an attribute (a buffer) is not an argument: its sizes are in the failing guards
+        if c.function == call.function:
+            for f in c.failed_guards:
+                if (f.arg, f.dim) == (g.arg, g.dim):
+                    seen |= {int(v) for v in (f.expected, f.actual) if v is not None and v.isdigit()}
+    return f" (seen: {', '.join(map(str, sorted(seen)))})" if len(seen) > 1 else ""
+
+
+def _module_tensor(arg: str | None) -> str | None:
+    """ "buffer" or "parameter" for a tensor an nn.Module registered (torch keeps its sizes static)."""
+    if arg and "._buffers[" in arg:
+        return "buffer"
+    if arg and "._parameters[" in arg:
+        return "parameter"
+    return None
+
+
+def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
+    """(cause, remedy) for a size that differs from the one an entry was compiled for."""
+    dim = Dim(g.arg or "?", g.dim)
+    entry = ctx.shapes.get(g.entry) or CompileShapes()
+    dynamic = ctx.dynamic_setting(g.entry)
+    fn = call.wraps or call.function
+    owner = _module_tensor(g.arg)
+    if owner:
+        return f"{owner} reallocated with a new size", _reallocated(call, g, owner, ctx)
+    spec = entry.specialization_of(dim)
+    if spec is not None:
+        return _specialized(call, g, dim, spec, ctx)
+    values = _seen(call, g, ctx.calls)
+    head = f"Dimension {g.dim} of `{g.arg}` changes between calls{values}."
+    if dim in marked_dynamic(ctx.model, g.entry):
+        return CAUSES["shape"], (
+            f"{head} The program marks it dynamic (mark_dynamic), yet entry {g.entry} compiled it as "
+            f"{g.expected} and torch logged no symbol for it; run with TORCH_LOGS=dynamic to see why."
+        )
+    if dynamic == "True":
+        if g.expected in ("0", "1"):
+            return "size 0/1 specialization", (
+                f"{head} {fn} is compiled with dynamic=True, but the size was {g.expected} on the first "
+                "call, and torch specializes sizes 0 and 1 (they behave differently: broadcasting, empty "
+                f"tensors). Keep it symbolic with torch._dynamo.decorators.mark_unbacked({g.arg}, {g.dim}) "
+                f"before the first call, or make the first call with a size above 1."
+            )
+        return CAUSES["shape"], (
+            f"{head} {fn} is compiled with dynamic=True, yet torch logged no symbol for this size in "
+            f"entry {g.entry}; run with TORCH_LOGS=dynamic to see where it was specialized."
+        )
+    mark = (
+        f"torch._dynamo.mark_dynamic({g.arg}, {g.dim}) (or maybe_mark_dynamic({g.arg}, {g.dim}) if it may "
+        "stay static)"
+    )
+    if dynamic == "False":
+        lead = f" {fn} is compiled with dynamic=False, so every new size compiles again: drop it, or"
+    elif _promoted(call, g):
+        lead = (
+            " Dynamo then made it symbolic (automatic dynamic), so this recompile happens once; "
+            "to avoid even that one,"
+        )
+    else:
+        lead = " To fix it,"
+    return CAUSES["shape"], (
+        f"{head}{lead} mark it dynamic before the first call: {mark}, or compile with dynamic=True."
+    )
+
+
+def _reallocated(call: Call, g: FailedGuard, owner: str, ctx: RemedyContext) -> str:
+    name = g.arg or "?"
+    cache = re.search(r"cache|\['[kv]'\]|\['[kv]_cache'\]", name, re.I)
+    what = "the KV cache" if cache else f"the {owner}"
+    return (
+        f"`{name}` is a registered {owner} of an nn.Module, and torch keeps the sizes of a module's "
+        "parameters and buffers static (torch._dynamo.config.force_parameter_static_shapes = True): "
+        f"dynamic=True and mark_dynamic do not make them symbolic. Its dimension {g.dim} was {g.expected} "
+        f"when entry {g.entry} was compiled and is {g.actual} now{_seen(call, g, ctx.calls)}: the program "
+        f"allocated it again with a new size. Allocate {what} once at its largest size (e.g. the longest "
+        "sequence the program will handle) and reuse it, indexing by position, so every call sees one size."
+    )
+
+
+def _specialized(
+    call: Call, g: FailedGuard, dim: Dim, spec: Specialization, ctx: RemedyContext
+) -> tuple[str, str]:
+    """The entry had a symbol for the size and torch replaced it by a constant: say who forced it."""
+    fn = call.wraps or call.function
+    dynamic = ctx.dynamic_setting(g.entry)
+    how = f"{fn} is compiled with dynamic=True, so " if dynamic == "True" else ""
+    forced = f"{_at(spec.at)} added the guard {spec.guard}" if spec.guard else f"{_at(spec.at)} forced it"
+    tail = (
+        f"torch specialized {spec.symbol} to {spec.value} ({spec.reason}): entry {g.entry} only serves "
+        f"{dim.text} == {spec.value}, and {g.actual} compiled again."
+    )
+    partners = _coincidental(dim, spec, ctx.shapes.get(call.compile_id or ""))
+    if partners:
+        named = ", ".join(f"`{d.text}`" for d in partners)
+        shared = ", ".join(f"`{d.text}`" for d in spec.others(dim) if d not in partners)
+        also = f"; {shared} hold it too" if shared else ""
+        statics = [d for d in partners if d.dim is not None]
+        fix = (
+            f"keep that size out of the shared symbol: torch._dynamo.mark_static({statics[0].arg}, "
+            f"{statics[0].dim}) before the first call if it is a constant, or "
+            if statics
+            else ""
+        )
+        return "size specialized through duck sizing", (
+            f"{how}`{g.arg}` dimension {g.dim} had a symbol in entry {g.entry}, but on that call it was "
+            f"{spec.value}, the same as {named}, so torch gave them one symbol, {spec.symbol} (duck "
+            f"sizing: equal sizes share a symbol{also}); then {forced}, and {tail} Fix: {fix}turn duck "
+            "sizing off: torch.fx.experimental._config.use_duck_shape = False."
+        )
+    return "size specialized by your code", (
+        f"{how}`{g.arg}` dimension {g.dim} had a symbol ({spec.symbol}) in entry {g.entry}, then {forced}, "
+        f"and {tail} Make that line work for any size (e.g. -1 in view/reshape, sizes read from the "
+        f"tensor itself); torch._dynamo.mark_dynamic({g.arg}, {g.dim}) makes torch raise at the line that "
+        "specializes it instead of compiling a static entry."
+    )
+
+
+def _coincidental(dim: Dim, spec: Specialization, recompiled: CompileShapes | None) -> list[Dim]:
+    """The sources that shared the size's symbol by coincidence: where the recompile logged a value
+    for both, theirs differ (the prompt length moved, the other size did not); without it, every
+    other source that shared the symbol."""
+    others = spec.others(dim)
+    if recompiled is None or dim not in recompiled.symbols:
+        return others
+    mine = recompiled.symbols[dim][1]
+    apart = []
+    for d in others:
+        spec_d = recompiled.specialization_of(d)
+        value = recompiled.symbols[d][1] if d in recompiled.symbols else spec_d.value if spec_d else None
+        if value is not None and value != mine:
+            apart.append(d)
+    return apart or others
+
+
+def _remedy(call: Call, g: FailedGuard, ctx: RemedyContext) -> str:
+    if g.kind == "dynamic_shape":
+        return (
+            f"A Python branch on `{g.arg}.size({g.dim})`{_where(g)} compiles one entry per "
+            "side; that is fine for a two-way branch. For one graph, make it branchless (torch.where) "
+            "or use torch.cond."
+        )
+    if g.kind in ("dtype", "device"):
+        return (
+            f"`{g.arg}` arrives as {g.expected} and as {g.actual}: convert at the call site "
+            f"({g.arg}.to(...)) so one entry serves, or accept one entry per {g.kind}."
+        )
+    if g.kind == "rank":
+        return (
+            f"`{g.arg}` arrives with {g.expected} and with {g.actual} dimensions: the number of dimensions "
+            "is never dynamic, so each rank gets its own entry. Reshape at the call site so one rank "
+            "arrives, or accept one entry per rank."
+        )
+    if g.kind == "length":
+        return (
+            f"`{g.arg}` changed (the entry has {g.arg} == {g.expected}){_where(g)}; Dynamo specializes on "
+            "the length of lists, tuples and dicts. Pass the items as one tensor (torch.stack), or keep "
+            "the length constant."
+        )
+    if g.kind in ("requires_grad", "dispatch"):
+        return (
+            f"`{g.arg}` sometimes requires grad and sometimes not: training and evaluation get separate "
+            "entries (fine if only two); run evaluation under torch.no_grad() or pass "
+            f"{g.arg}.detach() if it never needs gradients."
+        )
+    if g.kind in ("global", "closure", "attribute", "value"):
+        what = {"global": "global", "closure": "closure variable", "attribute": "attribute"}.get(
+            g.kind, "value"
+        )
+        return (
+            f"The {what} `{g.arg}` changed ({g.expected} -> {g.actual}){_where(g)}; Dynamo bakes Python "
+            "values into "
+            "the graph. Pass it as a tensor argument (torch.tensor(value)) or keep it constant."
+        )
+    if g.kind == "int":
+        return _int_remedy(g, ctx)
+    if g.kind == "identity":
+        return (
+            f"`{g.arg}` is a new object on this call (recreated module or tensor): create it once and "
+            "keep it alive, reusing it across calls."
+        )
+    if g.kind == "global_state":
+        return _state_remedy(call, g, ctx)
+    if g.kind == "type":
+        return f"`{g.arg}` changed type between calls: pass the same type every time."
+    return "See the failing guard; keep what it checks constant across calls."
+
+
+def _state_remedy(call: Call, g: FailedGuard, ctx: RemedyContext) -> str:
+    old, new = ctx.states.get(g.entry, {}), ctx.states.get(call.compile_id or "", {})
+    changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    if changed == ["grad_mode"]:
+        return (
+            f"Only grad mode differs from entry {g.entry} (grad_mode {old['grad_mode']} there, "
+            f"{new.get('grad_mode')} here): training and evaluation under torch.no_grad() each get one "
+            "entry of the same frame. Two entries are expected and each serves its mode; nothing to fix "
+            "unless more modes appear."
+        )
+    what = ", ".join(f"{k} {old.get(k)} → {new.get(k)}" for k in changed) or "grad mode, autocast, ..."
+    return (
+        f"Global state differs from when entry {g.entry} was compiled ({what}): call the compiled function "
+        "under one consistent mode, or accept one entry per mode."
+    )
+
+
+def _int_remedy(g: FailedGuard, ctx: RemedyContext) -> str:
+    head = f"The Python int `{g.arg}` is specialized ({g.arg} == {g.expected}, now {g.actual}){_where(g)}."
+    spec = (ctx.shapes.get(g.entry) or CompileShapes()).specialization_of(Dim(g.arg or "?", None))
+    if spec is not None:
+        forced = f"{_at(spec.at)} added the guard {spec.guard}" if spec.guard else f"{_at(spec.at)} forced it"
+        return (
+            f"{head} It had a symbol ({spec.symbol}) in entry {g.entry}; then {forced} and torch specialized "
+            f"it to {spec.value} ({spec.reason}). Make that line work for any value, or pass it as a tensor."
+        )
+    comp = ctx.model.compiles.get(g.entry)
+    if _json_object((comp.metrics if comp else {}).get("dynamo_config")).get("specialize_int") is True:
+        return (
+            f"{head} torch._dynamo.config.specialize_int = True in this run specializes every int input: "
+            "set it to False (the default), or pass the value as a tensor."
+        )
+    if ctx.dynamic_setting(g.entry) == "True":
+        return (
+            f"{head} The frame is compiled with dynamic=True, yet torch logged no symbol for it in entry "
+            f"{g.entry}; pass it as a tensor, or run with TORCH_LOGS=dynamic to see why."
+        )
+    return (
+        f"{head} Pass it as a tensor, or let Dynamo make it symbolic: dynamic=True (or drop dynamic=False); "
+        "torch._dynamo.mark_dynamic does not apply to ints."
+    )
+
+
+def _limit_remedy(call: Call, calls: list[Call], cfg: dict[str, Any]) -> str:
+    causes = [c.cause for c in calls if c.function == call.function and c.outcome == "recompile" and c.cause]
+    top = max(set(causes), key=causes.count) if causes else None
+    cfg_name = cfg.get("config") or "torch._dynamo.config.recompile_limit"
+    value = cfg.get("limit")
+    first = (
+        f"fix the cause of the recompiles ({top}) — see the remedy on those calls"
+        if top
+        else "fix the recompiles"
+    )
+    return (
+        f"{call.function} runs in eager Python from now on: {first}; "
+        "torch.compiler.set_stance('eager_on_recompile') makes later misses run eager on purpose without "
+        f"compiling; raising {cfg_name} (now {value}) is the last resort."
+    )
+
+
+def _dim_values(calls: list[Call], fn: str, arg: str | None, dim: int | None) -> list[int]:
+    out = []
+    for c in calls:
+        if c.function != fn or not c.args or dim is None:
+            continue
+        for a in c.args:
+            if a.get("name") == arg and a.get("kind") == "tensor" and dim < len(a.get("shape", [])):
+                out.append(a["shape"][dim])
+    return out

@@ -1,0 +1,88 @@
+"""Fix suggestions per graph-break type: PyTorch's hints say what is wrong; these say what to change.
+
+Matched on the break type (torch's gb_type text), most specific first. Each remedy names a
+concrete API or code change; torch's own hints are always shown next to it. The recompiles
+counterpart (a remedy per failing guard) is core/analysis/recompile_remedies.py.
+"""
+
+from __future__ import annotations
+
+REMEDIES: list[tuple[tuple[str, ...], str]] = [
+    (
+        ("Data-dependent branching",),
+        "The condition depends on tensor values. Make it branchless with torch.where(cond, a, b), or "
+        "express both branches with torch.cond(pred, true_fn, false_fn, operands); if the value is "
+        "really a constant, compute it outside the compiled function and pass it in.",
+    ),
+    (
+        ("Tensor.item()", "capture_scalar_outputs"),
+        "Keep the value as a tensor (e.g. use x.max() in torch.where instead of x.max().item()), or set "
+        "torch._dynamo.config.capture_scalar_outputs = True (env TORCHDYNAMO_CAPTURE_SCALAR_OUTPUTS=1) "
+        "so .item() is traced as a symbolic value.",
+    ),
+    (
+        ("Data dependent operator",),
+        "A tensor's value is converted to a Python number (float(t), int(t), .tolist(), .numpy()). Keep "
+        "the computation in torch ops, or set torch._dynamo.config.capture_scalar_outputs = True.",
+    ),
+    (
+        ("builtin operator `print`", "print"),
+        "Move the print out of the compiled function, log tensors after it returns, or add print to "
+        "torch._dynamo.config.reorderable_logging_functions so Dynamo moves it after the graph.",
+    ),
+    (
+        ("torch._dynamo.graph_break()",),
+        "This break is explicit: remove the torch._dynamo.graph_break() call if it is no longer needed.",
+    ),
+    (
+        ("graph break in loop",),
+        "Dynamo skipped the whole function because a break happened inside a loop. Fix the inner break, "
+        "or move the loop body into its own function so only that function breaks.",
+    ),
+    (
+        ("recompile limit",),
+        "The frame recompiled until torch.compile gave up (torch._dynamo.config.recompile_limit). Run "
+        "`tcx recompiles` to see the failing guard; usually torch._dynamo.mark_dynamic(x, dim) or "
+        "torch.compile(dynamic=True) stops it.",
+    ),
+    (
+        ("copy.deepcopy",),
+        "Make the copy outside the compiled region (e.g. in __init__), or wrap the function that copies "
+        "with @torch.compiler.disable.",
+    ),
+    (
+        ("numpy",),
+        "Use the torch equivalent of the NumPy call, or keep NumPy code outside the compiled function; "
+        "Dynamo traces numpy only on tensors' numpy views, not on .numpy() results.",
+    ),
+    (
+        ("marked as skipped", "skip_files", "Attempted to inline function marked as skipped"),
+        "The call goes into code Dynamo does not trace. Wrap that library call in a function decorated "
+        "with @torch.compiler.disable (one clean break), or call it outside the compiled region.",
+    ),
+    (
+        ("logging.Logger", "logging function"),
+        "A logging call inside the compiled code: add that logger method to "
+        "torch._dynamo.config.ignore_logging_functions (e.g. logger.warning_once), or avoid the option "
+        "that makes the library log here (for transformers' output_attentions: attn_implementation='eager').",
+    ),
+    (
+        ("Unsupported context manager",),
+        "Dynamo cannot trace this `with` block: move it out of the compiled function, or mark the "
+        "function that enters it with @torch.compiler.disable so the rest of the model still compiles.",
+    ),
+]
+
+LIBRARY_REMEDY = (
+    "The break is inside library code you do not own: wrap the call from your code in a function "
+    "decorated with @torch.compiler.disable (one clean break instead of a broken trace), or call it "
+    "outside the compiled region."
+)
+
+
+def remedy_for(gb_type: str, explanation: str = "", in_library: bool = False) -> str | None:
+    haystack = f"{gb_type}\n{explanation}"
+    for needles, text in REMEDIES:
+        if any(n in haystack for n in needles):
+            return text
+    return LIBRARY_REMEDY if in_library else None

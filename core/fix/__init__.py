@@ -1,0 +1,5 @@
+"""`tcx fix`: candidate remedies from a run's findings, each re-run and verified.
+
+candidates.py (from findings to remedies), verify.py (the runs and the verdicts), rewrites.py
+(mechanical code rewrites on a copy), outputs.py (do two runs return the same outputs?).
+"""

@@ -1,0 +1,205 @@
+"""The parent side of a live run: start the recorder child, enforce the timeout, keep what it wrote.
+
+The child streams events into the recording as they happen; whatever happens to it
+(exception, sys.exit, segfault, timeout, Ctrl-C) the parent appends an `outcome` event,
+so the recording always says how the run ended.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from tcx.core.errors import UsageError
+from tcx.core.ingest.recording import RecordingWriter, save_copy, write_header
+from tcx.core.run.processes import Supervisor
+from tcx.core.run.progress import Progress, RecordingFollower
+from tcx.core.run.targets import ProgramTarget
+
+OUTPUT_TAIL_LINES = 30
+OUTPUT_TAIL_BYTES = 64 * 1024
+OUTPUT_LINE_CHARS = 1000
+MAX_SOURCE_BYTES = 1_000_000
+# The recorder child, run as a script (its docstring says why not -m or -c).
+CHILD_BOOT = str(Path(__file__).resolve().parent / "recorder" / "boot.py")
+
+
+@dataclass
+class RunOptions:
+    backend: str | None = None  # None: each torch.compile call keeps the program's own backend
+    caches: str = "program"  # "program": the compile caches as the program has them; "off": disabled
+    dynamic: bool | None = None
+    mode: str | None = None
+    calls: list[list[dict]] | None = None
+    args: list[str] = field(default_factory=list)
+    timeout: float | None = None
+    show_output: bool = False
+    backward: bool | None = None
+    save: str | None = None
+    keep_last: bool = False  # keep the recording in .tcx/last.tcx (core/run/last_run.py)
+    capture: list[str] = field(default_factory=list)  # optional captures (core/recorder/captures.py)
+    what_if: list[list[dict]] | None = None  # `tcx recompiles --what-if`: evaluated after the run
+    env: dict[str, str] = field(default_factory=dict)  # added to the program's environment (`tcx cache`)
+
+
+@dataclass
+class LiveRun:
+    """A finished live run: where its recording is, and how the child process ended."""
+
+    path: Path
+    workdir: Path
+    returncode: int | None
+    timed_out: bool
+    interrupted: bool
+
+    def cleanup(self) -> None:
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def record(
+    target: ProgramTarget, opts: RunOptions, progress: Callable[[Progress], None] | None = None
+) -> LiveRun:
+    """Run the target under the recorder; `progress` is called a few times a second while it runs."""
+    if opts.save:
+        check_save(opts.save, target.script)
+    workdir = Path(tempfile.mkdtemp(prefix="tcx-run-"))
+    path = workdir / "run.tcx"
+    write_header(
+        path,
+        target=target.label,
+        argv=sys.argv,
+        created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        cwd=os.getcwd(),
+    )
+    spec = {
+        "recording": str(path),
+        "script": target.script,
+        "module": target.module,
+        "function": target.function,
+        "args": opts.args,
+        "calls": opts.calls,
+        "backend": opts.backend,
+        "caches": opts.caches,
+        "dynamic": opts.dynamic,
+        "mode": opts.mode,
+        "backward": opts.backward,
+        "capture": opts.capture,
+        "what_if": opts.what_if,
+    }
+    output_path = workdir / "output.txt"
+    started = time.monotonic()
+    with open(output_path, "wb") as out:
+        sink = sys.stderr if opts.show_output else out
+        with Supervisor() as supervisor:
+            proc = supervisor.popen(
+                [sys.executable, CHILD_BOOT, json.dumps(spec)],
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=sink,
+                env={**os.environ, **opts.env, "PYTHONUNBUFFERED": "1"},
+            )
+            follower = RecordingFollower(path) if progress else None
+            poll = (lambda: progress(follower.poll())) if progress and follower else None
+            timed_out = supervisor.wait(opts.timeout, poll)
+    rc = proc.returncode
+    writer = RecordingWriter(path)
+    writer.write(
+        "outcome",
+        returncode=rc,
+        signal=signal.Signals(-rc).name if rc is not None and rc < 0 else None,
+        timed_out=timed_out,
+        timeout_s=opts.timeout,
+        interrupted=supervisor.stop_signal is not None,
+        interrupted_by=supervisor.stop_signal,
+        wall_s=round(time.monotonic() - started, 3),
+        output_tail=_tail(output_path),
+    )
+    writer.close()
+    return LiveRun(
+        path=path,
+        workdir=workdir,
+        returncode=rc,
+        timed_out=timed_out,
+        interrupted=supervisor.stop_signal is not None,
+    )
+
+
+def attach_sources(path: Path, files: list[str]) -> None:
+    """Embed the user's source files a report points at, so `tcx show` works elsewhere.
+
+    Each carries its sha256: a view shows a file from disk only while it still has that hash
+    (a file larger than MAX_SOURCE_BYTES is recorded by its hash alone)."""
+    writer = RecordingWriter(path)
+    for file in dict.fromkeys(files):
+        try:
+            data = Path(file).read_bytes()
+        except OSError:
+            continue
+        event = {"file": file, "sha256": hashlib.sha256(data).hexdigest()}
+        if len(data) <= MAX_SOURCE_BYTES:
+            event["text"] = data.decode("utf-8", errors="replace")
+        writer.write("source", **event)
+    writer.close()
+
+
+def check_save(dest: str, script: str | None = None, *, directory: bool = False) -> None:
+    """Refuse a `--save` path that cannot be written before anything runs, not after the run.
+
+    `directory`: DEST is a folder to create or fill (`tcx record`), else a file."""
+    path = Path(dest)
+    if script and path.exists() and os.path.samefile(path, script):
+        raise UsageError(f"--save {dest!r} is the program being run; save the recording elsewhere.")
+    try:
+        if path.exists() and not (path.is_dir() if directory else path.is_file()):
+            raise UsageError(f"--save {dest!r} is not a {'directory' if directory else 'regular file'}.")
+        if path.exists() and not directory:
+            with open(path, "ab"):  # opened for writing, not truncated
+                return
+        folder = path if path.exists() else next(p for p in path.absolute().parents if p.exists())
+        if not folder.is_dir():
+            raise UsageError(f"--save {dest!r}: {str(folder)!r} is not a directory.")
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as exc:
+        raise UsageError(
+            f"--save {dest!r} cannot be written ({exc.strerror or exc}); nothing was run."
+        ) from None
+
+
+def keep(run: LiveRun, dest: str) -> None:
+    save_copy(run.path, dest)
+
+
+def _tail(path: Path) -> list[str]:
+    """The program's last lines of output, bounded: at most `OUTPUT_TAIL_LINES` lines of at most
+    `OUTPUT_LINE_CHARS` characters, read from the last `OUTPUT_TAIL_BYTES` bytes; a marker line
+    says what was cut."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            fh.seek(max(0, size - OUTPUT_TAIL_BYTES))
+            data = fh.read(OUTPUT_TAIL_BYTES)
+    except OSError:
+        return []
+    raw = data.removesuffix(b"\n").split(b"\n")[-OUTPUT_TAIL_LINES:] if data else []
+    earlier = size - len(b"\n".join(raw)) - data.endswith(b"\n")
+    lines = [_cap(line.rstrip(b"\r").decode("utf-8", errors="replace")) for line in raw]
+    if earlier > 0:
+        lines.insert(0, f"[… {earlier:,} earlier bytes of output cut]")
+    return lines
+
+
+def _cap(line: str) -> str:
+    if len(line) <= OUTPUT_LINE_CHARS:
+        return line
+    return f"{line[:OUTPUT_LINE_CHARS]} [… {len(line) - OUTPUT_LINE_CHARS:,} more characters cut]"

@@ -1,0 +1,207 @@
+"""The bytecode view's facts: per compiled frame, original vs transformed bytecode and how they chain.
+
+Pure and torch-free. A live run records one `bytecode` event per compiled frame (dis rows,
+the transformed code decompiled by depyf or as annotated dis). A TORCH_TRACE log carries
+torch's `<name>_ORIGINAL_BYTECODE` / `<name>_MODIFIED_BYTECODE` artifacts (dis text only).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcx.core.model import RunModel
+from tcx.core.selection import Selection, whole_run
+from tcx.core.torchtext.names import (
+    is_compiled_graph_global,
+    is_generated_global,
+    parse_resume,
+    resume_global_offset,
+)
+from tcx.core.views.envelope import envelope
+
+SCHEMA = "tcx.bytecode/1"
+_DIS_ROW = re.compile(
+    r"^\s*(?P<line>\d+)?\s+(?P<target>>>)?\s*(?P<offset>\d+) (?P<opname>[A-Z_0-9]+)\s*(?P<rest>.*)$"
+)
+
+
+@dataclass
+class Frame:
+    compile_id: str | None
+    function: str
+    file: str | None
+    firstlineno: int | None
+    original: list[dict[str, Any]]
+    transformed: list[dict[str, Any]]
+    transformed_source: str | None
+    decompiled_with: str | None
+    original_source: str | None
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class BytecodeView:
+    model: RunModel
+    selection: Selection
+    frames: list[Frame]
+    unavailable: str | None
+
+
+def build_bytecode(model: RunModel, selection: Selection | None = None) -> BytecodeView:
+    selection = selection or whole_run(model)
+    frames = [_live(e) for e in model.captures.of("bytecode") if not e.get("error")]
+    if not frames:
+        frames = _from_trace(model)
+    for fr in frames:
+        fr.calls = _calls(fr, frames)
+    reason = None
+    if not frames:
+        features = (model.run_start or {}).get("features") or {}
+        reason = features.get("bytecode") or "no frame was compiled in this run"
+    frames = [f for f in frames if selection.includes(f.compile_id)]
+    return BytecodeView(model=model, selection=selection, frames=frames, unavailable=reason)
+
+
+def _live(e: dict[str, Any]) -> Frame:
+    return Frame(
+        compile_id=e.get("compile_id"),
+        function=str(e.get("function") or "?"),
+        file=e.get("file"),
+        firstlineno=e.get("firstlineno"),
+        original=list(e.get("original") or []),
+        transformed=list(e.get("transformed") or []),
+        transformed_source=e.get("transformed_source"),
+        decompiled_with=e.get("transformed_how"),
+        original_source=e.get("original_source"),
+        calls=[{"name": n} for n in e.get("calls") or []],
+    )
+
+
+def parse_dis(text: str) -> list[dict[str, Any]]:
+    rows = []
+    for raw in text.splitlines():
+        m = _DIS_ROW.match(raw)
+        if m:
+            rows.append(
+                {
+                    "offset": int(m.group("offset")),
+                    "opname": m.group("opname"),
+                    "argrepr": _argrepr(m.group("rest")),
+                    "line": int(m.group("line")) if m.group("line") else None,
+                    "target": bool(m.group("target")),
+                }
+            )
+    return rows
+
+
+def _argrepr(rest: str) -> str:
+    rest = rest.strip()
+    m = re.match(r"^\d+\s*(?:\((?P<repr>.*)\))?$", rest)
+    if m:
+        return m.group("repr") or rest.split()[0] if rest else ""
+    return rest
+
+
+def _from_trace(model: RunModel) -> list[Frame]:
+    frames: dict[tuple[str | None, str], Frame] = {}
+    for ev in model.documents.of("artifact:*_BYTECODE"):
+        name = ev.name.removeprefix("artifact:")
+        for suffix, attr in (("_ORIGINAL_BYTECODE", "original"), ("_MODIFIED_BYTECODE", "transformed")):
+            if name.endswith(suffix):
+                fn = name[: -len(suffix)]
+                comp = model.compiles.get(ev.compile_id or "")
+                key = (ev.compile_id, fn)
+                frame = frames.setdefault(
+                    key,
+                    Frame(
+                        compile_id=ev.compile_id,
+                        function=fn,
+                        file=comp.co_filename if comp else None,
+                        firstlineno=comp.co_firstlineno if comp else None,
+                        original=[],
+                        transformed=[],
+                        transformed_source=None,
+                        decompiled_with=None,
+                        original_source=None,
+                    ),
+                )
+                setattr(frame, attr, parse_dis(ev.payload or ""))
+    for frame in frames.values():
+        names = [
+            r["argrepr"].removeprefix("NULL + ") for r in frame.transformed if r["opname"] == "LOAD_GLOBAL"
+        ]
+        frame.calls = [{"name": n} for n in dict.fromkeys(names) if is_generated_global(n)]
+    return list(frames.values())
+
+
+def _line_at(rows: list[dict[str, Any]], offset: int) -> int | None:
+    line = None
+    for r in rows:
+        if r["offset"] > offset:
+            break
+        if r.get("line") is not None:
+            line = r["line"]
+    return line
+
+
+def _resumes(name: str, function: str) -> bool:
+    resumed = parse_resume(name)
+    return bool(resumed and resumed[0] == function)
+
+
+def _resumes_at(frame: Frame) -> int | None:
+    """The user line a resume function continues at: where its prologue jumps into the original code."""
+    for r in frame.original:
+        if r["opname"].startswith("JUMP"):
+            m = re.search(r"to (\d+)", r.get("argrepr") or "")
+            return _line_at(frame.original, int(m.group(1))) if m else None
+    return None
+
+
+def _calls(frame: Frame, frames: list[Frame]) -> list[dict[str, Any]]:
+    """What the transformed code calls, in order: compiled graphs, resume functions and their compiles."""
+    out = []
+    for call in frame.calls:
+        name = call["name"]
+        if is_compiled_graph_global(name):
+            out.append({"name": name, "kind": "graph", "compile_ids": [frame.compile_id]})
+            continue
+        offset = resume_global_offset(name)
+        line = _line_at(frame.original, offset) if offset is not None else None
+        resumed = parse_resume(frame.function)
+        target = resumed[0] if resumed else frame.function
+        matches = [f for f in frames if _resumes(f.function, target) and _resumes_at(f) == line]
+        out.append(
+            {
+                "name": name,
+                "kind": "resume",
+                "resumes_at_line": line,
+                "resume_function": matches[0].function if matches else None,
+                "compile_ids": [f.compile_id for f in matches],
+            }
+        )
+    return out
+
+
+def to_json(view: BytecodeView) -> dict[str, Any]:
+    return {
+        **envelope(SCHEMA, view.model, view.selection),
+        "unavailable_reason": view.unavailable,
+        "frames": [
+            {
+                "compile_id": f.compile_id,
+                "function": f.function,
+                "file": f.file,
+                "firstlineno": f.firstlineno,
+                "original": f.original,
+                "transformed": f.transformed,
+                "transformed_source": f.transformed_source,
+                "decompiled_with": f.decompiled_with,
+                "original_source": f.original_source,
+                "calls": f.calls,
+            }
+            for f in view.frames
+        ],
+    }

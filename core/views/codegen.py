@@ -1,0 +1,522 @@
+"""The codegen view's facts: every generated kernel, extern calls, the wrapper `call()` annotated,
+and buffer lifetimes — read off Inductor's output code (`inductor_output_code` in the trace,
+or the CUDA preview's wrapper), with provenance from the trace when it was recorded.
+
+Pure and torch-free; works on live runs, saved recordings and TORCH_TRACE logs.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcx.core.analysis.preview_notes import preview_notes, recorded_preview, resolve_device
+from tcx.core.frames import innermost_user_frame, parse_stack_trace
+from tcx.core.ingest.event_schema import seconds
+from tcx.core.ingest.lazy_items import LazyItems
+from tcx.core.ingest.trace_events import TraceEvent
+from tcx.core.model import RunModel
+from tcx.core.selection import Selection, whole_run
+from tcx.core.torchtext.dtypes import human_bytes
+from tcx.core.torchtext.fx_graph import FxNode, parse_graph_nodes
+from tcx.core.torchtext.output_code import (
+    Buffer,
+    Step,
+    code_device,
+    decode_name,
+    graph_of,
+    kernel_definitions,
+    kernel_kind,
+    parse_call,
+    source_nodes,
+)
+from tcx.core.views.envelope import envelope
+
+SCHEMA = "tcx.codegen/1"
+
+
+@dataclass
+class Kernel:
+    name: str
+    kind: str  # triton, cpp, template, ...
+    compile_id: str | None
+    graph: str  # forward, backward, inference
+    source: str
+    category: str  # pointwise, reduction, persistent reduction, template, C++ loop
+    fused_ops: list[str]
+    origins: dict[str, Any]
+    ptx: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        doc = {
+            "name": self.name,
+            "kind": self.kind,
+            "compile_id": self.compile_id,
+            "graph": self.graph,
+            "category": self.category,
+            "fused_ops": self.fused_ops,
+            "source": self.source,
+            "origins": self.origins,
+        }
+        if self.ptx is not None:
+            doc["ptx"] = self.ptx
+        return doc
+
+
+@dataclass
+class Wrapper:
+    compile_id: str | None
+    graph: str
+    device: str  # cpu, cuda, cuda preview sm_90
+    call_source: str
+    steps: list[Step]
+    launches: list[Step]
+    buffers: list[Buffer]
+    returns: list[str]
+    inputs: list[str]
+
+    @property
+    def allocations(self) -> list[Buffer]:
+        return [b for b in self.buffers if b.origin == "alloc"]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "compile_id": self.compile_id,
+            "graph": self.graph,
+            "device": self.device,
+            "inputs": self.inputs,
+            "returns": self.returns,
+            "allocation_count": len(self.allocations),
+            "allocated_bytes": sum(b.bytes or 0 for b in self.allocations),
+            "reuse_count": sum(1 for b in self.buffers if b.origin == "reuse"),
+            "launches": [s.name for s in self.launches],
+            "steps": [s.to_json() for s in self.steps],
+            "buffers": [b.to_json() for b in self.buffers],
+            "source": self.call_source,
+        }
+
+
+@dataclass
+class ExternCall:
+    name: str
+    compile_id: str | None
+    graph: str
+    text: str
+    source_nodes: list[str]
+    aten: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "compile_id": self.compile_id,
+            "graph": self.graph,
+            "call": self.text,
+            "source_nodes": self.source_nodes,
+            "aten": self.aten,
+        }
+
+
+@dataclass
+class OutputCode:
+    """One generated module: a graph's wrapper with its kernels, and the provenance maps."""
+
+    compile_id: str | None
+    graph: str
+    source: str
+    device: str
+    node_map: dict[str, Any] = field(default_factory=dict)
+    stack_traces: dict[str, Any] = field(default_factory=dict)
+    ptx: dict[str, str] = field(default_factory=dict)
+    seconds: float | None = None
+
+
+@dataclass
+class CodeSection:
+    """One generated module, parsed: its wrapper, its kernels (those `--kernel` asked for) and
+    the extern calls the wrapper makes."""
+
+    wrapper: Wrapper
+    kernels: list[Kernel]
+    extern_calls: list[ExternCall]
+
+
+@dataclass
+class CodegenView:
+    model: RunModel
+    selection: Selection
+    device: str  # "run" (the code of what ran) or "cuda:sm_90" (a CUDA preview)
+    # one per selected module, parsed when first read (core/ingest/lazy_items.py): printing streams
+    sections: Sequence[CodeSection]
+    outputs: list[OutputCode]
+    unavailable: str | None = None  # why the asked-for code is missing
+    preview_errors: list[str] = field(default_factory=list)
+    preview_notes: dict[str, Any] | None = (
+        None  # core/analysis/preview_notes: assumptions, GPU-only decisions
+    )
+
+    @property
+    def is_preview(self) -> bool:
+        return self.device.startswith("cuda:")
+
+    @property
+    def kernels(self) -> list[Kernel]:
+        return [k for s in self.sections for k in s.kernels]
+
+    @property
+    def extern_calls(self) -> list[ExternCall]:
+        return [e for s in self.sections for e in s.extern_calls]
+
+    @property
+    def wrappers(self) -> list[Wrapper]:
+        return [s.wrapper for s in self.sections]
+
+    @property
+    def kernel_count(self) -> int:
+        return len(self.kernels)
+
+
+def output_codes(model: RunModel) -> list[OutputCode]:
+    """The output-code modules of the run, in order, each with the provenance emitted after it."""
+    out: list[OutputCode] = []
+    for ev in model.documents.of("inductor_output_code", "artifact:inductor_provenance_tracking*"):
+        if ev.name == "inductor_output_code" and ev.payload:
+            out.append(OutputCode(ev.compile_id, graph_of(ev.payload), ev.payload, code_device(ev.payload)))
+        elif ev.name.startswith("artifact:inductor_provenance_tracking") and ev.payload:
+            target = next((o for o in reversed(out) if o.compile_id == ev.compile_id), None)
+            if target is None:
+                continue
+            try:
+                data = json.loads(ev.payload)
+            except ValueError:
+                continue
+            if ev.name.endswith("node_mappings"):
+                target.node_map = data if isinstance(data, dict) else {}
+            else:
+                target.stack_traces = data if isinstance(data, dict) else {}
+    return out
+
+
+def _provenance_by_compile(model: RunModel) -> dict[str, list[dict[str, Any]]]:
+    """Per compile id, the provenance maps Inductor logged after each module it generated, in order
+    (a CUDA preview's modules are recorder events, its provenance trace events)."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for ev in model.documents.of("artifact:inductor_provenance_tracking*"):
+        if not ev.payload:
+            continue
+        try:
+            data = json.loads(ev.payload)
+        except ValueError:
+            continue
+        entries = found.setdefault(ev.compile_id or "", [])
+        if ev.name.endswith("node_mappings") or not entries or "stack_traces" in entries[-1]:
+            entries.append({})
+        entries[-1]["node_map" if ev.name.endswith("node_mappings") else "stack_traces"] = (
+            data if isinstance(data, dict) else {}
+        )
+    return found
+
+
+def preview_codes(model: RunModel, arch: str | None) -> tuple[list[OutputCode], list[str], list[str]]:
+    """(wrappers, errors, archs recorded) from the CUDA preview's `cuda_preview` events."""
+    out, errors, archs = [], [], []
+    provenance = _provenance_by_compile(model)
+    seen: dict[str, int] = {}
+    for ev in model.captures.of("cuda_preview"):
+        cid = str(ev.get("compile_id") or "")
+        index = seen[cid] = seen.get(cid, -1) + 1
+        maps = provenance.get(cid, [])
+        maps = maps[index] if index < len(maps) else {}
+        archs.append(str(ev.get("arch")))
+        if arch and ev.get("arch") != arch:
+            continue
+        if ev.get("error"):
+            errors.append(f"{ev.get('compile_id')} {ev.get('graph')}: {ev['error']}")
+        if ev.get("source"):
+            code = OutputCode(
+                ev.get("compile_id"),
+                ev.get("graph") or graph_of(ev["source"]),
+                ev["source"],
+                f"cuda preview {ev.get('arch')}",
+                node_map=maps.get("node_map") or {},
+                stack_traces=maps.get("stack_traces") or {},
+                ptx=ev.get("ptx") or {},
+                seconds=seconds(ev.get("seconds")),
+            )
+            out.append(code)
+    return out, errors, list(dict.fromkeys(archs))
+
+
+def build_codegen(
+    model: RunModel,
+    selection: Selection | None = None,
+    *,
+    device: str = "run",
+    graph: str | None = None,
+) -> CodegenView:
+    selection = selection or whole_run(model)
+    device = resolve_device(model, device)
+    unavailable = None
+    errors: list[str] = []
+    if device.startswith("cuda:"):
+        arch = device.split(":", 1)[1]
+        outputs, errors, archs = preview_codes(model, arch)
+        if not outputs:
+            why = _feature_note(model, "cuda_preview")
+            if why:
+                unavailable = why
+            elif archs:
+                unavailable = f"this recording has a CUDA preview for {', '.join(archs)}, not {arch}"
+            elif errors:
+                unavailable = "the CUDA preview failed: " + errors[0]
+            elif recorded_preview(model):
+                stopped = (model.program_exit or {}).get("status") not in (None, "ok")
+                unavailable = (
+                    "Inductor generated no module: the program stopped before it compiled a graph "
+                    "(where and why: above)"
+                    if stopped
+                    else "Inductor generated no module in this preview (nothing compiled with Inductor)"
+                )
+            else:
+                unavailable = "this recording has no CUDA preview (record it with --target cuda:sm_XX)"
+    else:
+        outputs = output_codes(model)
+        if not outputs:
+            unavailable = (
+                "no Inductor output code was recorded (the run used another backend, "
+                "or nothing compiled; run with --backend inductor)"
+            )
+    post_grad = PostGradNodes(model)
+
+    def section(code: OutputCode) -> CodeSection:
+        ks = parse_kernels(code, post_grad.of(code.compile_id))
+        wrapper = parse_wrapper(code, {k.name for k in ks})
+        _attach_call_origins(ks, wrapper, code)
+        externs = [
+            ExternCall(s.name or "?", code.compile_id, code.graph, s.text, s.source_nodes, s.aten)
+            for s in wrapper.launches
+            if s.kind in ("extern", "fallback")
+        ]
+        return CodeSection(wrapper, [k for k in ks if selection.shows_kernel(k.name)], externs)
+
+    chosen = [c for c in outputs if not (graph and c.graph != graph) and selection.includes(c.compile_id)]
+    outputs = [o for o in outputs if selection.includes(o.compile_id)]
+    notes = preview_notes(model, device.split(":", 1)[1]) if device.startswith("cuda:") else None
+    if notes:
+        notes["decisions"] = [d for d in notes["decisions"] if selection.includes(d["compile_id"])]
+    return CodegenView(
+        model, selection, device, LazyItems(chosen, section), outputs, unavailable, errors, notes
+    )
+
+
+def _feature_note(model: RunModel, prefix: str) -> str | None:
+    features = (model.run_start or {}).get("features") or {}
+    for name, why in features.items():
+        if name.split("=")[0] == prefix and why:
+            return str(why)
+    return None
+
+
+# --- kernels -------------------------------------------------------------------------------------
+
+
+def parse_kernels(code: OutputCode, post_grad: dict[str, FxNode]) -> list[Kernel]:
+    kernels = []
+    for name, kind, src, header in kernel_definitions(code.source):
+        kkind = kernel_kind(kind, src)
+        category, ops = decode_name(name)
+        origins: dict[str, Any] = {
+            "post_grad_nodes": [],
+            "aten_ops": [],
+            "source_nodes": [],
+            "user_lines": [],
+        }
+        from_comment = source_nodes(header)
+        if from_comment:
+            origins["source_nodes"], origins["aten_ops"] = from_comment
+        for key, nodes in (code.node_map.get("cppCodeToPost") or {}).items():
+            if key.rsplit(":", 1)[0] == name:
+                origins["post_grad_nodes"] = list(nodes)
+        for key, traces in code.stack_traces.items():
+            if key.rsplit(":", 1)[0] == name:
+                origins["user_lines"] = _user_lines(traces)
+        _fill_from_post_grad(origins, post_grad)
+        if category == "?" and kkind == "cpp":
+            category = "C++ loop (reduction)" if "reduction" in src or "tmp_acc" in src else "C++ loop"
+        kernels.append(
+            Kernel(
+                name=name,
+                kind=kkind,
+                compile_id=code.compile_id,
+                graph=code.graph,
+                source=src.strip("\n"),
+                category=category,
+                fused_ops=ops,
+                origins=origins,
+                ptx=code.ptx.get(name),
+            )
+        )
+    return kernels
+
+
+def _user_lines(traces: Any) -> list[dict[str, Any]]:
+    lines: list[dict[str, Any]] = []
+    for text in traces if isinstance(traces, list) else [traces]:
+        entry = innermost_user_frame(parse_stack_trace(str(text)))
+        if entry is not None and entry not in lines:
+            lines.append(entry)
+    return sorted(lines, key=lambda e: (e["file"], e["line"]))
+
+
+class PostGradNodes:
+    """Per compile id, post-grad node name -> its node (op, user line), from the post-grad
+    graphs; a compile's graphs are parsed when its code is. Only the last compile's are kept:
+    a compile's modules (forward, backward) come one after the other, and a view printed
+    compile by compile then holds one compile's graphs, not the whole run's."""
+
+    def __init__(self, model: RunModel) -> None:
+        self._events: dict[str, list[TraceEvent]] = {}
+        for ev in model.documents.of("artifact:inductor_post_grad_graph"):
+            self._events.setdefault(ev.compile_id or "", []).append(ev)
+        self._last: tuple[str, dict[str, FxNode]] | None = None
+
+    def of(self, compile_id: str | None) -> dict[str, FxNode]:
+        cid = compile_id or ""
+        if self._last is None or self._last[0] != cid:
+            nodes: dict[str, FxNode] = {}
+            for ev in self._events.get(cid, []):
+                for node in parse_graph_nodes(ev.payload or ""):
+                    nodes.setdefault(node.name, node)
+            self._last = (cid, nodes)
+        return self._last[1]
+
+
+def _fill_from_post_grad(origins: dict[str, Any], nodes: dict[str, FxNode]) -> None:
+    names = origins["post_grad_nodes"] or origins["source_nodes"]
+    if not origins["aten_ops"]:
+        ops = [nodes[n].op for n in names if n in nodes and nodes[n].op]
+        origins["aten_ops"] = list(dict.fromkeys(ops))
+    if not origins["user_lines"]:
+        lines = [nodes[n].user_line for n in names if n in nodes and nodes[n].user_line]
+        uniq: list[dict[str, Any]] = []
+        for entry in lines:
+            if entry not in uniq:
+                uniq.append(entry)
+        origins["user_lines"] = uniq
+
+
+def _attach_call_origins(kernels: list[Kernel], wrapper: Wrapper, code: OutputCode) -> None:
+    """Kernels without a header comment (C++) take the source-node comment of their launch."""
+    by_name = {k.name: k for k in kernels}
+    for step in wrapper.launches:
+        k = by_name.get(step.name or "")
+        if k is None:
+            continue
+        if not k.origins["source_nodes"] and step.source_nodes:
+            k.origins["source_nodes"] = step.source_nodes
+        if not k.origins["aten_ops"] and step.aten:
+            k.origins["aten_ops"] = step.aten
+        if step.handle and not k.origins["user_lines"]:
+            k.origins["user_lines"] = _user_lines(code.stack_traces.get(step.handle) or [])
+
+
+# --- the wrapper ---------------------------------------------------------------------------------
+
+
+def parse_wrapper(code: OutputCode, kernel_names: set[str]) -> Wrapper:
+    """The module's `call()` (torchtext.output_code), each line that matters annotated."""
+    call = parse_call(code.source, kernel_names)
+    buffers = {b.name: b for b in call.buffers}
+    for step in call.steps:
+        step.note = _note(step, buffers)
+    return Wrapper(
+        compile_id=code.compile_id,
+        graph=code.graph,
+        device=code.device,
+        call_source=call.source,
+        steps=call.steps,
+        launches=call.launches,
+        buffers=call.buffers,
+        returns=call.returns,
+        inputs=call.inputs,
+    )
+
+
+def _note(step: Step, buffers: dict[str, Buffer]) -> str:
+    if step.kind == "alloc" and step.buffers[0] in buffers:
+        return _size_note(buffers[step.buffers[0]])
+    if step.kind == "reuse":
+        return f"{step.buffers[0]} takes over {step.buffers[1]}'s memory"
+    if step.kind == "alias":
+        return f"a view of {step.buffers[1]}"
+    if step.kind == "del":
+        return "freed" if step.buffers else ""
+    return ""
+
+
+def _size_note(buf: Buffer) -> str:
+    shape = "x".join(buf.shape or []) or "scalar"
+    size = human_bytes(buf.bytes) if buf.bytes is not None else "symbolic size"
+    return f"{shape} {buf.dtype} ({size})"
+
+
+# --- lifetimes -----------------------------------------------------------------------------------
+
+
+@dataclass
+class LifetimeRow:
+    name: str
+    storage: str
+    label: str
+    first: int
+    last: int
+    end: str  # del, reused, returned, live, input
+
+
+def lifetimes(wrapper: Wrapper) -> list[LifetimeRow]:
+    """One row per buffer used by a launch: from its first to its last launch (to the end if returned)."""
+    n = len(wrapper.launches)
+    rows = []
+    for b in wrapper.buffers:
+        if b.first is None:
+            if b.end == "returned" and b.origin in ("view", "reuse"):
+                first = n - 1
+            else:
+                continue
+        else:
+            first = b.first
+        last = n - 1 if b.end == "returned" else (b.last if b.last is not None else first)
+        label = b.name
+        if b.origin == "reuse":
+            label = f"{b.name} = {b.storage}"
+        elif b.origin == "view":
+            label = f"{b.name} (view of {b.storage})"
+        elif b.origin == "input":
+            label = f"{b.name} (input)"
+        rows.append(LifetimeRow(b.name, b.storage, label, max(first, 0), max(last, 0), b.end or b.origin))
+    return rows
+
+
+def device_envelope(schema: str, view: CodegenView, unavailable: str | None) -> dict[str, Any]:
+    """The envelope of the codegen and fusion documents: `device` is the device whose code is shown
+    (a CUDA preview's `cuda:sm_XX`, or the device the generated code runs on)."""
+    shown = view.device if view.is_preview else ",".join(dict.fromkeys(o.device for o in view.outputs))
+    return {
+        **envelope(schema, view.model, view.selection, device=shown or None),
+        "preview": view.is_preview,
+        "unavailable": unavailable,
+    }
+
+
+def to_json(view: CodegenView) -> dict[str, Any]:
+    return {
+        **device_envelope(SCHEMA, view, view.unavailable),
+        "kernel_count": view.kernel_count,
+        "kernels": [k.to_json() for k in view.kernels],
+        "extern_calls": [e.to_json() for e in view.extern_calls],
+        "wrappers": [w.to_json() | {"lifetimes": [r.__dict__ for r in lifetimes(w)]} for w in view.wrappers],
+        "preview_errors": view.preview_errors,
+        "preview_notes": view.preview_notes,
+        "preview_seconds": [o.seconds for o in view.outputs if o.seconds is not None],
+    }

@@ -1,0 +1,149 @@
+"""`tcx diff A B`: what changed between two runs — breaks, recompiles, graphs, kernels, time.
+
+A break is matched across runs by (type, file name, function, source text of the line),
+so inserting lines above it does not turn it into "removed + added".
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from tcx import __version__
+from tcx.core.analysis.kernel_compare import compare_kernels
+from tcx.core.views.run_facts import COUNT_KEYS, WORSE_WHEN_HIGHER, site_key
+
+SCHEMA = "tcx.diff/1"
+# What each side's facts say about its input (older baseline files may lack some).
+SIDE_KEYS = ("torch_version", "target", "source_kind", "backend", "device", "selection")
+
+
+@dataclass
+class Diff:
+    a: dict[str, Any]
+    b: dict[str, Any]
+    counts: dict[str, tuple[int, int]]
+    breaks_added: list[dict[str, Any]]
+    breaks_removed: list[dict[str, Any]]
+    breaks_changed: list[tuple[dict[str, Any], dict[str, Any]]]  # occurrences differ
+    kernels_added: list[str]
+    kernels_removed: list[str]
+    compile_time: dict[str, tuple[float | None, float | None]]
+    # (cache, state) -> lookups in A and in B (core/views/cache.py; runs recorded with caches on)
+    caches: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)
+    # kernel by kernel (core/analysis/kernel_compare.py): identical, differ, not_compared, only_in_a/b
+    kernels_compared: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def conditions_differ(self) -> list[str]:
+        """How the two runs compiled differently (backend, overrides, caches): said before any
+        count, because a different backend alone changes graph, break and recompile counts."""
+        a, b = self.a.get("backend") or {}, self.b.get("backend") or {}
+        out = []
+        as_program = (a.get("as_program", True), b.get("as_program", True))
+        unknown = not (a.get("name") and b.get("name"))  # a log does not say which backend it ran
+        if (as_program[0] != as_program[1]) or (not unknown and a["name"] != b["name"]):
+            out.append(f"backend: A {_backend(a)}, B {_backend(b)}")
+        if a.get("caches") and b.get("caches") and a["caches"] != b["caches"]:
+            out.append(f"compile caches: A {a['caches']}, B {b['caches']}")
+        return out
+
+    @property
+    def regressions(self) -> list[str]:
+        out = [
+            f"{key}: {a} -> {b}" for key, (a, b) in self.counts.items() if key in WORSE_WHEN_HIGHER and b > a
+        ]
+        out += [f"new graph break: {s['type']} at {s['file']}:{s['line']}" for s in self.breaks_added]
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """The envelope describes run B (the run being judged); `a` and `b` describe each side."""
+        b = {k: self.b.get(k) for k in SIDE_KEYS}
+        return {
+            "schema": SCHEMA,
+            "tcx_version": __version__,
+            **b,
+            "a": {k: self.a.get(k) for k in SIDE_KEYS},
+            "b": b,
+            "counts": {k: {"a": a, "b": b, "delta": b - a} for k, (a, b) in self.counts.items()},
+            "graph_breaks_added": self.breaks_added,
+            "graph_breaks_removed": self.breaks_removed,
+            "graph_breaks_changed": [{"a": x, "b": y} for x, y in self.breaks_changed],
+            "kernels_added": self.kernels_added,
+            "kernels_removed": self.kernels_removed,
+            "kernels_compared": self.kernels_compared,
+            "compile_time_s": {k: {"a": a, "b": b} for k, (a, b) in self.compile_time.items()},
+            "caches": {f"{c}.{s}": {"a": a, "b": b} for (c, s), (a, b) in self.caches.items()},
+            "conditions_differ": self.conditions_differ,
+            "regressions": self.regressions,
+        }
+
+
+def to_json(d: Diff) -> dict[str, Any]:
+    return d.to_json()
+
+
+def match_sites(
+    a: list[dict[str, Any]], b: list[dict[str, Any]]
+) -> tuple[list[tuple[dict, dict]], list[dict], list[dict]]:
+    """Pair the breaks of two runs: by (type, file name, function, line text), then ignoring the
+    file name (a renamed script). Returns (pairs, only in a, only in b)."""
+    pairs: list[tuple[dict, dict]] = []
+    left, right = list(a), list(b)
+    for key in (site_key, lambda s: site_key(s)[:1] + site_key(s)[2:]):
+        index: dict[tuple, list[dict]] = {}
+        for s in right:
+            index.setdefault(key(s), []).append(s)
+        unmatched = []
+        for s in left:
+            candidates = index.get(key(s))
+            if candidates:
+                other = candidates.pop(0)
+                pairs.append((s, other))
+                right.remove(other)
+            else:
+                unmatched.append(s)
+        left = unmatched
+    return pairs, left, right
+
+
+def diff(a: dict[str, Any], b: dict[str, Any]) -> Diff:
+    pairs, removed, added = match_sites(a["graph_breaks"], b["graph_breaks"])
+    changed = [(x, y) for x, y in pairs if x["occurrences"] != y["occurrences"]]
+    a_kernels = Counter(_kernel_key(k["name"]) for k in a["kernels"])
+    b_kernels = Counter(_kernel_key(k["name"]) for k in b["kernels"])
+    phases = sorted(set(a["compile_time_s"]) | set(b["compile_time_s"]))
+    return Diff(
+        a=a,
+        b=b,
+        counts={k: (int(a["counts"].get(k, 0)), int(b["counts"].get(k, 0))) for k in COUNT_KEYS},
+        breaks_added=added,
+        breaks_removed=removed,
+        breaks_changed=changed,
+        kernels_added=sorted((b_kernels - a_kernels).elements()),
+        kernels_removed=sorted((a_kernels - b_kernels).elements()),
+        compile_time={p: (a["compile_time_s"].get(p), b["compile_time_s"].get(p)) for p in phases},
+        caches=_caches(a.get("caches") or {}, b.get("caches") or {}),
+        kernels_compared=compare_kernels(a["kernels"], b["kernels"]),
+    )
+
+
+def _backend(side: dict[str, Any]) -> str:
+    name = side.get("name") or "as the program asks (not recorded which)"
+    if side.get("as_program", True):
+        return f"{name} (as the program asks)" if side.get("name") else name
+    asked = ", ".join(side.get("program_asked") or []) or "?"
+    return f"{name} (an override: the program asks for {asked})"
+
+
+def _caches(a: dict[str, Any], b: dict[str, Any]) -> dict[tuple[str, str], tuple[int, int]]:
+    """Lookups per (cache, state) on each side; older facts without them count none."""
+    keys = {(c, s) for side in (a, b) for c, states in side.items() for s in states}
+    return {(c, s): (a.get(c, {}).get(s, 0), b.get(c, {}).get(s, 0)) for c, s in sorted(keys)}
+
+
+def _kernel_key(name: str) -> str:
+    """Kernel names end in a per-graph index (`triton_poi_fused_relu_0`); compare without it."""
+    head, _, tail = name.rpartition("_")
+    return head if tail.isdigit() and head else name
