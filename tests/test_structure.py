@@ -95,23 +95,43 @@ def test_no_import_cycles():
     assert cycles(graph) == []
 
 
+# The folders of core/ are the pipeline's stages (README, "How it works"): a stage imports only the
+# stages before it. Only the shared basics stay at core/'s top level.
+BELOW = {
+    "tcx.core.torchtext": set(),
+    "tcx.core.ingest": {"tcx.core.torchtext"},
+    "tcx.core.model": {"tcx.core.torchtext", "tcx.core.ingest"},
+    "tcx.core.analysis": {"tcx.core.torchtext", "tcx.core.ingest", "tcx.core.model"},
+}
+BASICS = {"errors", "frames", "selection", "selectors"}
+NEVER_BELOW_THE_CLI = ("tcx.cli", "tcx.renderers", "tcx.tui", "tcx.api")
+
+
+def test_each_stage_imports_only_the_stages_before_it():
+    known = modules()
+    core_folders = tuple(f"tcx.core.{p.name}" for p in REPO.joinpath("core").iterdir() if p.is_dir())
+    offenders = []
+    for name, path in known.items():
+        stage = next((s for s in BELOW if name == s or name.startswith(s + ".")), None)
+        for target in imports(path, known):
+            above_the_cli = name.startswith("tcx.core") and target.startswith(NEVER_BELOW_THE_CLI)
+            later = (
+                stage and target.startswith(core_folders) and not target.startswith((stage, *BELOW[stage]))
+            )
+            if above_the_cli or later:
+                offenders.append(f"{name} -> {target}")
+    assert offenders == []
+    top = {p.stem for p in REPO.joinpath("core").glob("*.py")} - {"__init__"}
+    assert top == BASICS
+
+
 RAW = re.compile(
     r"\bmodel\.trace_events\b|\.recorder_events\b|\b(rec|recording)\.events\b|recording\.of_kind\("
 )
 # The readers and the model itself may read events; views, renderers, check, diff, report, the
 # TUI and the CLI read the model's facts.
-READERS = (
-    "core/model/",
-    "core/recorder/",
-    "core/ingest/trace_log.py",
-    "core/ingest/trace_lazy.py",
-    "core/ingest/recording.py",
-)
-READERS += (
-    "core/run/command_run.py",
-    "core/views/ranks.py",
-    "core/run/rank_pool.py",
-)  # split per rank, or add an end
+READERS = ("core/model/", "core/recorder/", "core/ingest/")
+READERS += ("core/run/command_run.py", "core/views/ranks.py", "core/run/rank_pool.py")  # split per rank
 
 
 def test_views_renderers_and_the_cli_read_facts_not_raw_events():
