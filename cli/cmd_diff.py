@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from tcx.cli.views import view_command
 from tcx.core.views.registry import get
+
+if TYPE_CHECKING:
+    from tcx.core.views.run_facts import RunFacts
 
 VIEW = get("diff")
 
@@ -39,9 +42,13 @@ def command(**params: Any) -> None:
         sys.exit(EXIT_BUDGET)
 
 
-def side_facts(path: str) -> dict[str, Any]:
-    """The facts of one side (`FILE` or `FILE:func`)."""
+def side_facts(path: str) -> RunFacts:
+    """The facts of one side (`FILE`, `FILE:func`, or a baseline file)."""
     from tcx.cli import common
+    from tcx.core.views.run_facts import baseline_file
 
+    baseline = baseline_file(path)
+    if baseline is not None:
+        return baseline
     loaded = common.load_file(path)
     return VIEW.builder()(loaded.model, common.selection(loaded))

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from tcx.core.views.cache import CACHE_NAMES
 from tcx.core.views.diff import Diff
+from tcx.core.views.run_facts import BreakFact
 from tcx.renderers.header import location
 from tcx.renderers.safe import clean, markdown_text
 
@@ -23,15 +22,15 @@ LABELS = {
 }
 
 
-def _site(s: dict[str, Any]) -> str:
-    return f"{s['type']} at {location(s['file'], s['line'])}" + (f" ({s['code']})" if s.get("code") else "")
+def _site(s: BreakFact) -> str:
+    return f"{s.type} at {location(s.file, s.line)}" + (f" ({s.code})" if s.code else "")
 
 
 def terminal(d: Diff, console: Console) -> None:
     head = Text("tcx diff ", style="title")
-    head.append(clean(d.a["target"]), style="loc")
+    head.append(clean(d.a.target), style="loc")
     head.append("  →  ", style="muted")
-    head.append(clean(d.b["target"]), style="loc")
+    head.append(clean(d.b.target), style="loc")
     console.print(head)
     for item in d.conditions_differ:
         console.print(Text(f"The runs compiled differently: {clean(item)}", style="warn"))
@@ -59,7 +58,7 @@ def terminal(d: Diff, console: Console) -> None:
             for s in items:
                 console.print(Text(f"  + {clean(_site(s))}" if style == "bad" else f"  - {clean(_site(s))}"))
     for a, b in d.breaks_changed:
-        console.print(Text(f"  ~ {clean(_site(b))}: ×{a['occurrences']} → ×{b['occurrences']}", style="warn"))
+        console.print(Text(f"  ~ {clean(_site(b))}: ×{a.occurrences} → ×{b.occurrences}", style="warn"))
     for title, names in (("kernels added", d.kernels_added), ("kernels removed", d.kernels_removed)):
         if names:
             console.print(Text(f"{title}: ", style="muted") + Text(clean(", ".join(names))))
@@ -77,7 +76,7 @@ def terminal(d: Diff, console: Console) -> None:
 def markdown(d: Diff) -> str:
     esc = markdown_text
     lines = [
-        f"### tcx diff: {esc(d.a['target'])} → {esc(d.b['target'])}",
+        f"### tcx diff: {esc(d.a.target)} → {esc(d.b.target)}",
         "",
         *[f"> **The runs compiled differently:** {esc(item)}" for item in d.conditions_differ],
         *(["> Counts below may differ for that reason alone.", ""] if d.conditions_differ else []),

@@ -82,3 +82,44 @@ def test_baseline_errors(tmp_path, runs):
     assert foreign.returncode == 4 and "not a tcx baseline" in foreign.stderr
     program = run_tcx("diff", str(PROGRAMS / "demo.py"), str(runs["before"]))
     assert program.returncode == 2 and "Record it first" in program.stderr
+
+
+def test_a_baseline_file_is_a_side_of_diff_read_into_the_same_facts(runs, tmp_path):
+    """A baseline written from run A, compared with run B, says what diff of the two runs says."""
+    base = tmp_path / "baseline.json"
+    wrote = run_tcx("check", str(runs["before"]), "--write-baseline", str(base), "--backend", "eager")
+    assert wrote.returncode == 0, wrote.stderr
+    from_file = run_tcx("diff", str(base), str(runs["after"]), "--format", "json")
+    from_runs = run_tcx("diff", str(runs["before"]), str(runs["after"]), "--format", "json")
+    assert from_file.returncode == 0, from_file.stderr
+    a, b = json.loads(from_file.stdout), json.loads(from_runs.stdout)
+    for key in ("counts", "graph_breaks_added", "graph_breaks_removed", "kernels_compared", "regressions"):
+        assert a[key] == b[key], key
+    assert a["a"]["target"] == b["a"]["target"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "says"),
+    [
+        (lambda d: d["counts"].update(graph_break_count="many"), "counts.graph_break_count is not a number"),
+        (lambda d: d.update(graph_breaks={"type": "x"}), "'graph_breaks' is not a list"),
+        (lambda d: d["graph_breaks"].append({"line": 3}), "a graph break without a type"),
+        (lambda d: d.update(kernels=[7]), "a kernel without a name"),
+    ],
+)
+def test_a_malformed_baseline_is_an_input_error_naming_what_is_wrong(runs, tmp_path, edit, says):
+    base = tmp_path / "baseline.json"
+    assert (
+        run_tcx("check", str(runs["before"]), "--write-baseline", str(base), "--backend", "eager").returncode
+        == 0
+    )
+    doc = json.loads(base.read_text())
+    edit(doc)
+    base.write_text(json.dumps(doc))
+    for args in (
+        ("check", str(runs["after"]), "--baseline", str(base), "--backend", "eager"),
+        ("diff", str(base), str(runs["after"])),
+    ):
+        proc = run_tcx(*args)
+        assert proc.returncode == 4, (args, proc.stdout, proc.stderr)
+        assert says in proc.stderr and "Traceback" not in proc.stderr

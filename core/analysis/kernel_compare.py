@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from tcx.core.analysis.preview_notes import recorded_preview
@@ -43,32 +44,57 @@ def _modules(model: RunModel, selection: Selection) -> list[tuple[str | None, st
     return out
 
 
-def kernel_facts(model: RunModel, selection: Selection) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class KernelFact:
+    """One generated kernel of a run: matched across runs by (compile id, graph, name)."""
+
+    name: str
+    kind: str | None
+    compile_id: str | None
+    graph: str | None
+    fingerprint: str | None  # None in facts written before kernels had fingerprints
+
+    @property
+    def key(self) -> tuple[str | None, str | None, str]:
+        return (self.compile_id, self.graph, self.name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "compile_id": self.compile_id,
+            "graph": self.graph,
+            "fingerprint": self.fingerprint,
+        }
+
+    @classmethod
+    def from_json(cls, doc: Any) -> KernelFact:
+        if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
+            raise ValueError(f"a kernel without a name: {doc!r:.80}")
+
+        def text(key: str) -> str | None:
+            value = doc.get(key)
+            return None if value is None else str(value)
+
+        return cls(doc["name"], text("kind"), text("compile_id"), text("graph"), text("fingerprint"))
+
+
+def kernel_facts(model: RunModel, selection: Selection) -> list[KernelFact]:
     """Each kernel's name, kind, compile id, graph and source fingerprint."""
     return [
-        {
-            "name": name,
-            "kind": kind,
-            "compile_id": cid,
-            "graph": graph,
-            "fingerprint": fingerprint(source),
-        }
+        KernelFact(name, kind, cid, graph, fingerprint(source))
         for cid, graph, module in _modules(model, selection)
         for name, kind, source, _comment in kernel_definitions(module)
     ]
 
 
-def compare_kernels(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, Any]:
+def compare_kernels(a: list[KernelFact], b: list[KernelFact]) -> dict[str, list[str]]:
     """Kernels matched by (compile id, graph, name): identical, differing, or only in one run.
     Facts without fingerprints (older baselines) compare by name only and say so."""
-
-    def key(k: dict[str, Any]) -> tuple:
-        return (k.get("compile_id"), k.get("graph"), k.get("name"))
-
-    left, right = {key(k): k for k in a}, {key(k): k for k in b}
+    left, right = {k.key: k for k in a}, {k.key: k for k in b}
     identical, differ, unknown = [], [], []
     for k in left.keys() & right.keys():
-        fa, fb = left[k].get("fingerprint"), right[k].get("fingerprint")
+        fa, fb = left[k].fingerprint, right[k].fingerprint
         (unknown if not fa or not fb else identical if fa == fb else differ).append(_label(k))
     return {
         "identical": sorted(identical),

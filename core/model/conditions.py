@@ -98,3 +98,29 @@ def _asked(m: RunModel, key: str) -> list[str]:
     """What the program's torch.compile calls ask for `key` (torch's default when they leave it out)."""
     # Recordings made before tcx 0.1's strings fix wrote them with their quotes ('eager').
     return sorted({str((c.get("asked") or {}).get(key, DEFAULTS[key])).strip("'") for c in m.compile_calls})
+
+
+def conditions_from_json(doc: Any) -> RunConditions:
+    """A run's conditions read back from facts written earlier (a baseline); what a document
+    leaves out (older tcx, a log) is unknown, not assumed."""
+    if not isinstance(doc, dict):
+        return RunConditions(None, (), (), None, None)
+
+    def texts(value: Any) -> tuple[str, ...]:
+        return tuple(str(v) for v in value) if isinstance(value, list) else ()
+
+    overrides = tuple(
+        Override(str(o.get("option")), str(o.get("used")), texts(o.get("program_asks")))
+        for o in doc.get("overrides") or []
+        if isinstance(o, dict)
+    )
+    if not overrides and doc.get("as_program") is False:  # an override the document did not detail
+        overrides = (Override("backend", str(doc.get("name")), texts(doc.get("program_asked"))),)
+    name, reason, caches = doc.get("name"), doc.get("reason"), doc.get("caches")
+    return RunConditions(
+        backend=None if name is None else str(name),
+        program_asked=texts(doc.get("program_asked")),
+        overrides=overrides,
+        reason=None if reason is None else str(reason),
+        caches=None if caches is None else str(caches),
+    )

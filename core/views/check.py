@@ -243,19 +243,16 @@ def cost_count(ex: Explanation, count: str) -> float:
     )
 
 
-BASELINE_SCHEMA = "tcx.baseline/1"
-
-
 def write_baseline(path: str, ex: Explanation) -> None:
     """Record this run's facts as the baseline later runs must not be worse than."""
     import json
     from pathlib import Path
 
-    from tcx.core.views.run_facts import run_facts
+    from tcx.core.views.run_facts import BASELINE_SCHEMA, run_facts
 
     facts = run_facts(ex.model, ex.selection, ex=ex)
-    facts["schema"] = BASELINE_SCHEMA
-    Path(path).write_text(json.dumps(facts, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    facts.schema = BASELINE_SCHEMA
+    Path(path).write_text(json.dumps(facts.to_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 def compare_baseline(path: str, ex: Explanation) -> list[str]:
@@ -265,14 +262,15 @@ def compare_baseline(path: str, ex: Explanation) -> list[str]:
 
     from tcx.core.errors import InputError
     from tcx.core.views.diff import diff
-    from tcx.core.views.run_facts import run_facts
+    from tcx.core.views.run_facts import BASELINE_SCHEMA, RunFacts, run_facts
 
     try:
-        base = json.loads(Path(path).read_text(encoding="utf-8"))
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(f"no such baseline: {path!r} (write one with --write-baseline {path}).") from None
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read baseline {path!r}: {exc}.") from None
-    if not isinstance(base, dict) or base.get("schema") != BASELINE_SCHEMA:
+    if not isinstance(doc, dict) or doc.get("schema") != BASELINE_SCHEMA:
         raise InputError(f"{path!r} is not a tcx baseline (written by tcx check --write-baseline).")
+    base = RunFacts.from_json(doc, f"baseline {path!r}")
     return diff(base, run_facts(ex.model, ex.selection, ex=ex)).regressions

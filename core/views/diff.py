@@ -12,21 +12,21 @@ from typing import Any
 
 from tcx import __version__
 from tcx.core.analysis.kernel_compare import compare_kernels
-from tcx.core.views.run_facts import COUNT_KEYS, WORSE_WHEN_HIGHER, site_key
+from tcx.core.model.budgets import COUNT_KEYS
+from tcx.core.model.conditions import RunConditions
+from tcx.core.views.run_facts import SIDE_KEYS, WORSE_WHEN_HIGHER, BreakFact, RunFacts
 
 SCHEMA = "tcx.diff/1"
-# What each side's facts say about its input (older baseline files may lack some).
-SIDE_KEYS = ("torch_version", "target", "source_kind", "backend", "device", "selection")
 
 
 @dataclass
 class Diff:
-    a: dict[str, Any]
-    b: dict[str, Any]
+    a: RunFacts
+    b: RunFacts
     counts: dict[str, tuple[int, int]]
-    breaks_added: list[dict[str, Any]]
-    breaks_removed: list[dict[str, Any]]
-    breaks_changed: list[tuple[dict[str, Any], dict[str, Any]]]  # occurrences differ
+    breaks_added: list[BreakFact]
+    breaks_removed: list[BreakFact]
+    breaks_changed: list[tuple[BreakFact, BreakFact]]  # occurrences differ
     kernels_added: list[str]
     kernels_removed: list[str]
     compile_time: dict[str, tuple[float | None, float | None]]
@@ -39,14 +39,13 @@ class Diff:
     def conditions_differ(self) -> list[str]:
         """How the two runs compiled differently (backend, overrides, caches): said before any
         count, because a different backend alone changes graph, break and recompile counts."""
-        a, b = self.a.get("backend") or {}, self.b.get("backend") or {}
+        a, b = self.a.conditions, self.b.conditions
         out = []
-        as_program = (a.get("as_program", True), b.get("as_program", True))
-        unknown = not (a.get("name") and b.get("name"))  # a log does not say which backend it ran
-        if (as_program[0] != as_program[1]) or (not unknown and a["name"] != b["name"]):
+        unknown = not (a.backend and b.backend)  # a log does not say which backend it ran
+        if a.as_program != b.as_program or (not unknown and a.backend != b.backend):
             out.append(f"backend: A {_backend(a)}, B {_backend(b)}")
-        if a.get("caches") and b.get("caches") and a["caches"] != b["caches"]:
-            out.append(f"compile caches: A {a['caches']}, B {b['caches']}")
+        if a.caches and b.caches and a.caches != b.caches:
+            out.append(f"compile caches: A {a.caches}, B {b.caches}")
         return out
 
     @property
@@ -54,22 +53,22 @@ class Diff:
         out = [
             f"{key}: {a} -> {b}" for key, (a, b) in self.counts.items() if key in WORSE_WHEN_HIGHER and b > a
         ]
-        out += [f"new graph break: {s['type']} at {s['file']}:{s['line']}" for s in self.breaks_added]
+        out += [f"new graph break: {s.text}" for s in self.breaks_added]
         return out
 
     def to_json(self) -> dict[str, Any]:
         """The envelope describes run B (the run being judged); `a` and `b` describe each side."""
-        b = {k: self.b.get(k) for k in SIDE_KEYS}
+        b = {k: self.b.side.get(k) for k in SIDE_KEYS}
         return {
             "schema": SCHEMA,
             "tcx_version": __version__,
             **b,
-            "a": {k: self.a.get(k) for k in SIDE_KEYS},
+            "a": {k: self.a.side.get(k) for k in SIDE_KEYS},
             "b": b,
             "counts": {k: {"a": a, "b": b, "delta": b - a} for k, (a, b) in self.counts.items()},
-            "graph_breaks_added": self.breaks_added,
-            "graph_breaks_removed": self.breaks_removed,
-            "graph_breaks_changed": [{"a": x, "b": y} for x, y in self.breaks_changed],
+            "graph_breaks_added": [s.to_json() for s in self.breaks_added],
+            "graph_breaks_removed": [s.to_json() for s in self.breaks_removed],
+            "graph_breaks_changed": [{"a": x.to_json(), "b": y.to_json()} for x, y in self.breaks_changed],
             "kernels_added": self.kernels_added,
             "kernels_removed": self.kernels_removed,
             "kernels_compared": self.kernels_compared,
@@ -85,19 +84,19 @@ def to_json(d: Diff) -> dict[str, Any]:
 
 
 def match_sites(
-    a: list[dict[str, Any]], b: list[dict[str, Any]]
-) -> tuple[list[tuple[dict, dict]], list[dict], list[dict]]:
+    a: list[BreakFact], b: list[BreakFact]
+) -> tuple[list[tuple[BreakFact, BreakFact]], list[BreakFact], list[BreakFact]]:
     """Pair the breaks of two runs: by (type, file name, function, line text), then ignoring the
     file name (a renamed script). Returns (pairs, only in a, only in b)."""
-    pairs: list[tuple[dict, dict]] = []
+    pairs: list[tuple[BreakFact, BreakFact]] = []
     left, right = list(a), list(b)
-    for key in (site_key, lambda s: site_key(s)[:1] + site_key(s)[2:]):
-        index: dict[tuple, list[dict]] = {}
+    for with_file in (True, False):
+        index: dict[tuple[Any, ...], list[BreakFact]] = {}
         for s in right:
-            index.setdefault(key(s), []).append(s)
+            index.setdefault(s.key(with_file), []).append(s)
         unmatched = []
         for s in left:
-            candidates = index.get(key(s))
+            candidates = index.get(s.key(with_file))
             if candidates:
                 other = candidates.pop(0)
                 pairs.append((s, other))
@@ -108,36 +107,38 @@ def match_sites(
     return pairs, left, right
 
 
-def diff(a: dict[str, Any], b: dict[str, Any]) -> Diff:
-    pairs, removed, added = match_sites(a["graph_breaks"], b["graph_breaks"])
-    changed = [(x, y) for x, y in pairs if x["occurrences"] != y["occurrences"]]
-    a_kernels = Counter(_kernel_key(k["name"]) for k in a["kernels"])
-    b_kernels = Counter(_kernel_key(k["name"]) for k in b["kernels"])
-    phases = sorted(set(a["compile_time_s"]) | set(b["compile_time_s"]))
+def diff(a: RunFacts, b: RunFacts) -> Diff:
+    pairs, removed, added = match_sites(a.graph_breaks, b.graph_breaks)
+    changed = [(x, y) for x, y in pairs if x.occurrences != y.occurrences]
+    a_kernels = Counter(_kernel_key(k.name) for k in a.kernels)
+    b_kernels = Counter(_kernel_key(k.name) for k in b.kernels)
+    phases = sorted(set(a.compile_time_s) | set(b.compile_time_s))
     return Diff(
         a=a,
         b=b,
-        counts={k: (int(a["counts"].get(k, 0)), int(b["counts"].get(k, 0))) for k in COUNT_KEYS},
+        counts={k: (a.counts.get(k, 0), b.counts.get(k, 0)) for k in COUNT_KEYS},
         breaks_added=added,
         breaks_removed=removed,
         breaks_changed=changed,
         kernels_added=sorted((b_kernels - a_kernels).elements()),
         kernels_removed=sorted((a_kernels - b_kernels).elements()),
-        compile_time={p: (a["compile_time_s"].get(p), b["compile_time_s"].get(p)) for p in phases},
-        caches=_caches(a.get("caches") or {}, b.get("caches") or {}),
-        kernels_compared=compare_kernels(a["kernels"], b["kernels"]),
+        compile_time={p: (a.compile_time_s.get(p), b.compile_time_s.get(p)) for p in phases},
+        caches=_caches(a.caches, b.caches),
+        kernels_compared=compare_kernels(a.kernels, b.kernels),
     )
 
 
-def _backend(side: dict[str, Any]) -> str:
-    name = side.get("name") or "as the program asks (not recorded which)"
-    if side.get("as_program", True):
-        return f"{name} (as the program asks)" if side.get("name") else name
-    asked = ", ".join(side.get("program_asked") or []) or "?"
+def _backend(side: RunConditions) -> str:
+    name = side.backend or "as the program asks (not recorded which)"
+    if side.as_program:
+        return f"{name} (as the program asks)" if side.backend else name
+    asked = ", ".join(side.program_asked) or "?"
     return f"{name} (an override: the program asks for {asked})"
 
 
-def _caches(a: dict[str, Any], b: dict[str, Any]) -> dict[tuple[str, str], tuple[int, int]]:
+def _caches(
+    a: dict[str, dict[str, int]], b: dict[str, dict[str, int]]
+) -> dict[tuple[str, str], tuple[int, int]]:
     """Lookups per (cache, state) on each side; older facts without them count none."""
     keys = {(c, s) for side in (a, b) for c, states in side.items() for s in states}
     return {(c, s): (a.get(c, {}).get(s, 0), b.get(c, {}).get(s, 0)) for c, s in sorted(keys)}

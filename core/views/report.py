@@ -168,7 +168,7 @@ def build_report(model: RunModel, selection: Selection | None = None) -> Report:
         failures=failures,
         pipeline=_pipeline(model, selection, views, failures),
         problems=problems,
-        compile_time_s=run_facts(model, selection, ex=ex)["compile_time_s"],
+        compile_time_s=run_facts(model, selection, ex=ex).compile_time_s,
         cost=cost,
     )
 
