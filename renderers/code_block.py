@@ -198,7 +198,10 @@ def pieces(
                     end, after, mid_word = space + 1, space + 1, False
         bounds.append((start, end, marked))
         start, marked = after, mark_all or mid_word
-    return [(line[a:b], m) for a, b, m in bounds]
+    # One divide for all pieces: slicing a Text divides the whole line each time.
+    cuts = sorted({x for a, b, _ in bounds for x in (a, b)} - {0, n})
+    at = dict(zip([0, *cuts], line.divide(cuts), strict=True))
+    return [(at[a], m) for a, _, m in bounds]
 
 
 class Wrapped:

@@ -178,15 +178,19 @@ def render_lifetimes(w: Wrapper, console: Console, cell: int = 4) -> None:
     scale = " " * width + "".join(f"{i:<{cell}}" for i in range(len(w.launches)))
     rows_out = [Text(scale, style="muted")]
     for r in rows:
-        bar = ""
-        for i in range(len(w.launches)):
-            if r.first <= i <= r.last:
-                left = "#" if i == r.first else "="
-                bar += left + "=" * (cell - 1) if i < r.last else left + "#" + " " * (cell - 2)
-            else:
-                bar += " " * cell
+        bar = _bar(r.first, r.last, len(w.launches), cell)
         text = Text(f"{clean(r.label):<{width}}", style="count" if r.storage == r.name else "")
-        text.append(bar.rstrip(), style="good" if r.end == "returned" else "")
+        text.append(bar, style="good" if r.end == "returned" else "")
         text.append(f"  {r.end}", style="muted")
         rows_out.append(text)
     print_lines(console, rows_out, indent=4, title=f"buffer lifetimes of compile {w.compile_id} · {w.graph}")
+
+
+def _bar(first: int, last: int, launches: int, cell: int) -> str:
+    """A buffer's life under the launch scale: `#` where it is made and last used, `=` between,
+    `cell` characters per launch (drawn at once: cell by cell took seconds on a big backward)."""
+    if first >= launches or last < first or first < 0:
+        return ""
+    if last >= launches:  # used past the last launch shown: the bar runs off the scale
+        return " " * (cell * first) + "#" + "=" * (cell * (launches - first) - 1)
+    return " " * (cell * first) + "#" + "=" * (cell * (last - first)) + "#"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from tcx.core.torchtext import dtypes
@@ -50,11 +51,15 @@ class FxNode:
     """One named value of a printed graph: a placeholder (signature) or an assignment."""
 
     name: str
-    type: TensorType | None
+    annotation: str  # the type as printed, `"f32[128, 32][32, 1]cpu"` (read when asked: `type`)
     op: str | None  # `aten.mm.default` (None for placeholders)
     args: list[str] = field(default_factory=list)  # names the expression uses
     placeholder: bool = False
     user_line: dict[str, Any] | None = None  # {file, line, function, code} of the `# File:` above
+
+    @cached_property
+    def type(self) -> TensorType | None:
+        return parse_type(self.annotation)
 
 
 def parse_type(annotation: str) -> TensorType | None:
@@ -82,23 +87,23 @@ def parse_graph_nodes(text: str) -> list[FxNode]:
         m = _ASSIGN.match(raw)
         if not m:
             continue
-        ttype = parse_type(m.group("ann"))
+        ann = m.group("ann")
         expr = m.group("expr")
         if expr is None:
-            nodes.append(FxNode(m.group("name"), ttype, None, placeholder=True))
+            nodes.append(FxNode(m.group("name"), ann, None, placeholder=True))
             continue
         expr = expr.split(";  ")[0].strip()
         call = _CALL.match(expr)
         op = call.group("op") if call else None
         args = _WORD.findall(call.group("args")) if call else _WORD.findall(expr)
-        nodes.append(FxNode(m.group("name"), ttype, op or expr[:60], args, False, current_line))
+        nodes.append(FxNode(m.group("name"), ann, op or expr[:60], args, False, current_line))
     return nodes
 
 
 def _signature_nodes(line: str) -> list[FxNode]:
     inner = line[line.index("(") + 1 : -2]
     return [
-        FxNode(m.group("name"), parse_type(m.group("ann")), None, placeholder=True)
+        FxNode(m.group("name"), m.group("ann"), None, placeholder=True)
         for m in _PARAM.finditer(inner)
     ]
 
