@@ -35,6 +35,8 @@ def write(
         doc = view.serializer()(result, **view.options_for("json", params), **extra)
         sys.stdout.write(json_text(doc) + "\n")
     elif fmt in view.formats:
-        sys.stdout.write(view.document_writer(fmt)(result, **view.options_for(fmt, params), **extra))
+        document = view.document_writer(fmt)(result, **view.options_for(fmt, params), **extra)
+        for piece in [document] if isinstance(document, str) else document:  # a big one comes in pieces
+            sys.stdout.write(piece)
     else:
         raise ValueError(f"view {view.name} has no {fmt!r} format (it has {', '.join(view.formats)})")

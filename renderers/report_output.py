@@ -10,10 +10,12 @@ from __future__ import annotations
 import functools
 import html
 import io
+import queue
 import re
 import secrets
 import shlex
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 
 from rich.console import Console
 from rich.rule import Rule
@@ -186,20 +188,28 @@ def _kib(n: int | None) -> str:
     return "-" if n is None else f"{n / 1024:.1f} KiB"
 
 
+_CAPTURE_OPTIONS: dict = dict(
+    record=True,
+    width=120,
+    theme=THEME,
+    force_terminal=True,
+    color_system="truecolor",
+    no_color=False,
+    highlight=False,
+    emoji=False,
+)
+
+
 def _capture(render: Callable[[Console], None], *, color: bool, nonce: str | None = None) -> Console:
     """The section rendered into a recording console; with a `nonce` its code blocks are kept
-    aside behind placeholder lines (renderers/code_block.FoldingConsole) for the HTML report."""
-    options: dict = dict(
-        file=io.StringIO(),
-        record=True,
-        width=120,
-        theme=THEME,
-        force_terminal=color,
-        color_system="truecolor" if color else None,
-        no_color=not color,
-        highlight=False,
-        emoji=False,
-    )
+    aside behind placeholder lines (renderers/code_block.FoldingConsole) for HTML."""
+    options: dict = {
+        **_CAPTURE_OPTIONS,
+        "file": io.StringIO(),
+        "force_terminal": color,
+        "color_system": "truecolor" if color else None,
+        "no_color": not color,
+    }
     console = FoldingConsole(nonce=nonce, **options) if nonce else SafeConsole(**options)
     render(console)
     return console
@@ -225,7 +235,7 @@ def _unfold(body: str, console: FoldingConsole, stored: dict[str, str]) -> str:
     return pattern.sub(fold, body)
 
 
-PAGE = """<!doctype html>
+PAGE_HEAD = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>{title}</title>
@@ -241,32 +251,80 @@ pre.code {{ margin: .3rem 0; padding: .4rem; background: #1b1b1b; }}
 p.same {{ margin: .2rem 0 .2rem 2rem; font-size: 12px; }}
 </style></head>
 <body><nav>{toc}</nav><main><h1>{title}</h1>
-{sections}
-<p><small>written by tcx {version}; every number comes from torch itself during the recorded run</small></p>
+"""
+PAGE_TAIL = """<p><small>written by tcx {version}; every number comes from torch itself during the recorded run</small></p>
 </main></body></html>
 """
 
 
-def report_html(report: Report) -> str:
+def report_html(report: Report) -> Iterator[str]:
     """One self-contained page: no scripts, no network; rich escapes every piece of text. Code and
-    graphs are folded (`<details>`), and a text printed again is stored once and linked to."""
+    graphs are folded (`<details>`), and a text printed again is stored once and linked to.
+
+    The page is made as it is written, print by print: a report of a 1 GB log takes about the
+    memory of its run, not of its page (hundreds of MB) and every section's rich segments."""
     from tcx import __version__
 
-    parts, toc = [], []
+    sections = _sections(report)
+    toc = [f'<a href="#{anchor}">{html.escape(title)}</a>' for anchor, title, _ in sections]
+    if report.cost is not None:  # a `tcx cost` recording: its chart (inline SVG) after the overview
+        toc.insert(1, '<a href="#cost">Cost per call</a>')
+    title = html.escape(f"tcx report: {clean(report.model.target)}")
+    yield PAGE_HEAD.format(title=title, toc="\n".join(toc))
     nonce = secrets.token_hex(6)  # placeholders no text from the run can spell
     stored: dict[str, str] = {}  # digest of a code block -> the anchor of its one copy
-    for anchor, title, render in _sections(report):
-        console = _capture(render, color=True, nonce=nonce)
-        body = _unfold(console.export_html(inline_styles=True, code_format="{code}"), console, stored)
-        toc.append(f'<a href="#{anchor}">{html.escape(title)}</a>')
-        parts.append(f'<section id="{anchor}"><h2>{html.escape(title)}</h2><pre>{body}</pre></section>')
-    if report.cost is not None:  # a `tcx cost` recording: its chart (inline SVG) after the overview
-        from tcx.renderers.cost_svg import cost_section_html
+    for i, (anchor, title, render) in enumerate(sections):
+        yield f'<section id="{anchor}"><h2>{html.escape(title)}</h2><pre>'
+        yield from _streamed(render, nonce, stored)
+        yield "</pre></section>\n"
+        if i == 0 and report.cost is not None:
+            from tcx.renderers.cost_svg import cost_section_html
 
-        toc.insert(1, '<a href="#cost">Cost per call</a>')
-        parts.insert(1, cost_section_html(report.cost))
-    title = html.escape(f"tcx report: {clean(report.model.target)}")
-    return PAGE.format(title=title, toc="\n".join(toc), sections="\n".join(parts), version=__version__)
+            yield cost_section_html(report.cost) + "\n"
+    yield PAGE_TAIL.format(version=__version__)
+
+
+class _HtmlConsole(FoldingConsole):
+    """A recording console that hands on the HTML of what it recorded after every print (and
+    forgets it), its code blocks unfolded."""
+
+    def __init__(self, emit: Callable[[str], None], stored: dict[str, str], **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self._emit = emit
+        self._stored = stored
+
+    def print(self, *args: object, **kwargs: object) -> None:  # type: ignore[override]
+        super().print(*args, **kwargs)  # type: ignore[arg-type]
+        self.hand_on()
+
+    def hand_on(self) -> None:
+        body = self.export_html(inline_styles=True, code_format="{code}", clear=True)
+        if body:
+            self._emit(_unfold(body, self, self._stored))
+
+
+_DONE = object()
+
+
+def _streamed(render: Callable[[Console], None], nonce: str, stored: dict[str, str]) -> Iterator[str]:
+    """A section's HTML as the section renders: the view prints in a thread, a bounded queue
+    carries each print's HTML here, so at most a few prints' worth is in memory."""
+    chunks: queue.Queue[object] = queue.Queue(maxsize=4)
+
+    def work() -> None:
+        try:
+            console = _HtmlConsole(chunks.put, stored, nonce=nonce, **_CAPTURE_OPTIONS, file=io.StringIO())
+            render(console)
+            console.hand_on()
+            chunks.put(_DONE)
+        except BaseException as exc:  # the page's writer raises it
+            chunks.put(exc)
+
+    threading.Thread(target=work, name="tcx-report-section", daemon=True).start()
+    while (item := chunks.get()) is not _DONE:
+        if isinstance(item, BaseException):
+            raise item
+        yield str(item)
 
 
 FRAGMENT = (

@@ -127,7 +127,7 @@ def test_a_view_that_breaks_says_so_in_its_section_and_the_report_goes_on(monkey
     monkeypatch.setattr(codegen_view, "parse_wrapper", broken)  # parsed for the overview's counts
     rep = build_report(build_model(load_trace(log), "trace"))
     assert rep.views["codegen"] is None and sum(row.kernels for row in rep.pipeline) == 0
-    page = report_html(rep)
+    page = "".join(report_html(rep))
     assert "guards view could not be rendered: ValueError: a tree torch never wrote" in page
     assert "codegen view could not be built: ValueError: a tree torch never wrote" in page
     assert page.count("<section") == len(SECTIONS) and "graph break" in page.lower()

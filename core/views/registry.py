@@ -13,7 +13,7 @@ imported only when a view runs. See "Adding a view" in the README.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,8 +76,9 @@ class View:
     def formats(self) -> tuple[str, ...]:
         return ("text", "json", *(fmt for fmt, _ in self.documents))
 
-    def document_writer(self, fmt: str) -> Callable[..., str]:
-        writer: Callable[..., str] = _resolve(dict(self.documents)[fmt])
+    def document_writer(self, fmt: str) -> Callable[..., str | Iterable[str]]:
+        """The writer of `fmt`: its document as one text, or in pieces (a big HTML page)."""
+        writer: Callable[..., str | Iterable[str]] = _resolve(dict(self.documents)[fmt])
         return writer
 
     def options_for(self, to: str, params: dict[str, Any]) -> dict[str, Any]:
