@@ -252,9 +252,10 @@ p.same {{ margin: .2rem 0 .2rem 2rem; font-size: 12px; }}
 </style></head>
 <body><nav>{toc}</nav><main><h1>{title}</h1>
 """
-PAGE_TAIL = """<p><small>written by tcx {version}; every number comes from torch itself during the recorded run</small></p>
-</main></body></html>
-"""
+PAGE_TAIL = (
+    "<p><small>written by tcx {version}; every number comes from torch itself during the recorded run"
+    "</small></p>\n</main></body></html>\n"
+)
 
 
 def report_html(report: Report) -> Iterator[str]:
