@@ -2,12 +2,16 @@
 verified (or not) from the re-run's own figures (core/fix/verify.py).
 
 Each run is a live run like any view's (cli/session.py) with the `fix` capture, which applies the
-remedy in the child before the program starts; the user's files are never edited.
+remedy in the child before the program starts; the user's files are never edited. The program runs
+in tcx's current directory, as it would without tcx, unless `--isolate` runs each run in a fresh copy
+of the program's folder (`IsolatedCopy`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -22,8 +26,8 @@ from tcx.cli.views import EPILOG
     name="fix",
     epilog=EPILOG,
     help="Try the remedies of TARGET's graph breaks and recompiles: each re-run in a fresh process with "
-    "the remedy applied (config, mark_dynamic, dynamic=True, torch.cond on a copy; your files are never "
-    "edited), verified when "
+    "the remedy applied (config, recompile_limit, mark_dynamic, maybe_mark_dynamic, shapes_spec, "
+    "mark_static, dynamic=True, code rewrites on a copy; your files are never edited), verified when "
     "the finding is gone, nothing got worse and the outputs match.",
 )
 @run_options
@@ -32,7 +36,8 @@ from tcx.cli.views import EPILOG
     type=click.IntRange(0, 100),
     default=None,
     metavar="N",
-    help="Re-run at most N remedies (default 5), heaviest findings first; the baseline is not counted.",
+    help="Re-run at most N remedies (default 5), the costliest findings first (their compile seconds in "
+    "the baseline); the baseline is not counted.",
 )
 @click.option(
     "--keep-logs",
@@ -46,6 +51,12 @@ from tcx.cli.views import EPILOG
     "apply_patches",
     is_flag=True,
     help="Write each verified code remedy's diff next to its file as FILE.tcx.patch (never in place).",
+)
+@click.option(
+    "--isolate",
+    is_flag=True,
+    help="Run every run (the baseline too) in a fresh copy of the program's folder, in a temporary "
+    "directory, so a program that writes files cannot touch your working tree.",
 )
 @render_options(("text", "json"))
 def command(**params: Any) -> None:
@@ -61,9 +72,36 @@ def command(**params: Any) -> None:
             f"tcx fix runs a program; {params['target']!r} is a recording or a log.",
             hint="Give the program: tcx fix script.py (or script.py:func).",
         )
+    if params.get("isolate") and not target.script:
+        raise UsageError(
+            "--isolate copies the program's folder, and this TARGET is a module, not a script.",
+            hint="Give the script: tcx fix --isolate path/to/script.py (or script.py:func).",
+        )
+    from tcx.core.recorder.compat_fix import missing_remedies
+
     max_runs = DEFAULT_MAX_RUNS if params.get("max_runs") is None else params["max_runs"]
     with tempfile.TemporaryDirectory(prefix="tcx-fix-") as folder:
-        report = fix(make_runner(params), Path(folder), max_runs, program=target.script)
+        isolated = IsolatedCopy(target.script, Path(folder) / "isolated") if params.get("isolate") else None
+        if isolated:
+            isolated.check()
+            runs_in = (
+                f"a fresh copy of {isolated.source} for each run (in a temporary directory, the copy its "
+                "working directory), so your files there were not touched"
+            )
+        else:
+            runs_in = (
+                f"place, with tcx's current directory ({os.getcwd()}) as its working directory: files it "
+                "writes land where it writes them, once per run (--isolate runs each run in a copy of its "
+                "folder)"
+            )
+        report = fix(
+            make_runner(params, isolated),
+            Path(folder),
+            max_runs,
+            program=target.script,
+            missing=missing_remedies(),
+            runs_in=runs_in,
+        )
     if params["fmt"] == "json":
         common.emit_json(to_json(report))
     else:
@@ -85,10 +123,62 @@ def write_patches(report: Any) -> None:
         click.echo("tcx: note: --apply: no verified code remedy, so no patch was written.", err=True)
 
 
-def make_runner(params: dict[str, Any]) -> Any:
-    """The runner core/fix/verify.py calls for each run: a live run with the remedy's fix capture."""
-    import os
+# --isolate copies the program's folder without these (tools' and version control's own state) and
+# refuses a folder larger than this: a program in a big tree (a home directory) is named in the error.
+SKIPPED = shutil.ignore_patterns(".git", "__pycache__", ".venv", "venv", "node_modules", ".tcx", "*.tcx")
+MAX_COPY_BYTES = 512 * 1024 * 1024
+MAX_COPY_FILES = 20_000
 
+
+@dataclasses.dataclass
+class IsolatedCopy:
+    """--isolate: the program's folder copied afresh before each run, always to the same place (so the
+    runs' paths compare), and the program run from the copy with the copy as its working directory."""
+
+    script: str
+    root: Path
+
+    @property
+    def source(self) -> str:
+        return os.path.dirname(self.script)
+
+    def check(self) -> None:
+        from tcx.core.errors import UsageError
+
+        files = size = 0
+        for folder, dirs, names in os.walk(self.source):
+            dirs[:] = [d for d in dirs if d not in SKIPPED(folder, dirs)]
+            kept = set(names) - SKIPPED(folder, names)
+            files += len(kept)
+            size += sum(_size(os.path.join(folder, n)) for n in kept)
+            if files > MAX_COPY_FILES or size > MAX_COPY_BYTES:
+                raise UsageError(
+                    f"--isolate copies the program's folder {self.source!r} for every run, and it holds more "
+                    f"than {MAX_COPY_FILES:,} files or {MAX_COPY_BYTES // 2**20} MB; nothing was run.",
+                    hint="Move the program into a folder of its own, or run without --isolate.",
+                )
+
+    def fresh(self, rewritten: str | None) -> tuple[str, str]:
+        """A new copy (the last run's removed); `rewritten`: a code remedy's text put in place of the
+        script. Returns the copy's script and folder."""
+        copy = self.root / os.path.basename(self.source)
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(self.source, copy, ignore=SKIPPED, symlinks=True)
+        script = copy / os.path.basename(self.script)
+        if rewritten:
+            shutil.copyfile(rewritten, script)
+        return str(script), str(copy)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.lstat(path).st_size
+    except OSError:
+        return 0
+
+
+def make_runner(params: dict[str, Any], isolated: IsolatedCopy | None = None) -> Any:
+    """The runner core/fix/verify.py calls for each run: a live run with the remedy's fix capture."""
     from tcx.cli.options import build_run_options
     from tcx.cli.session import load
     from tcx.core.fix.verify import RUN_CAPTURES, RunRequest
@@ -107,7 +197,7 @@ def make_runner(params: dict[str, Any]) -> Any:
         env = dict(opts.env)
         trace = None
         if keep_logs:
-            trace = str(Path(keep_logs) / request.name)
+            trace = str(Path(keep_logs).absolute() / request.name)
             env["TORCH_TRACE"] = trace
         opts = dataclasses.replace(
             opts,
@@ -117,12 +207,21 @@ def make_runner(params: dict[str, Any]) -> Any:
             keep_last=opts.keep_last and request.baseline,
         )
         target_text = params["target"]
-        if request.script and target.script:  # a rewritten copy, importing what the original imports
-            target_text = request.script + (f":{target.function}" if target.function else "")
+        moved = None
+        suffix = f":{target.function}" if target.function else ""
+        if isolated and target.script:  # a fresh copy of the folder, the rewrite (if any) in it
+            script, copy = isolated.fresh(request.script)
+            target_text = script + suffix
+            opts = dataclasses.replace(opts, cwd=copy)
+            moved = (copy, isolated.source)
+        elif request.script and target.script:  # a rewritten copy, importing what the original imports
+            target_text = request.script + suffix
             folder = os.path.dirname(target.script)
             env["PYTHONPATH"] = os.pathsep.join(p for p in (folder, os.environ.get("PYTHONPATH")) if p)
             opts = dataclasses.replace(opts, env=env)
         loaded = load(target_text, opts)
-        return loaded.model, choose(loaded.model, loaded.function), trace
+        if moved:  # the report names the program, not its copy
+            loaded.model.target = loaded.model.target.replace(moved[0], moved[1], 1)
+        return loaded.model, choose(loaded.model, loaded.function), trace, moved
 
     return run

@@ -6,7 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
-from tcx.core.fix.verify import Figures, FixReport, Outcome
+from tcx.core.fix.verify import ORDER_BASIS, Figures, FixReport, Outcome
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 
@@ -33,6 +33,13 @@ def render_fix(report: FixReport, console: Console) -> None:
             else ("No finding of this run has a remedy tcx fix can try.")
         )
         console.print(Text(nothing, style="muted"))
+    if report.outcomes:
+        console.print(
+            Text(
+                f"Tried in the order of {ORDER_BASIS}; --max-runs {report.max_runs} takes the first.",
+                style="muted",
+            )
+        )
     for number, outcome in enumerate(outcomes, 1):
         console.print()
         _outcome(number, outcome, base.figures, console)
@@ -40,9 +47,11 @@ def render_fix(report: FixReport, console: Console) -> None:
         console.print()
         console.print(Text("The verified remedies together", style="title"))
         _outcome(0, report.combined, base.figures, console)
+    console.print()
+    if report.runs_in:
+        console.print(Text(f"The program ran in {clean(report.runs_in)}.", style="muted"))
     if not any(o.ran for o in outcomes):
         return
-    console.print()
     console.print(
         Text(
             f"Each remedy ran in a fresh process (seeded with {report.seed}, compile caches off so compile "
@@ -62,6 +71,8 @@ def _outcome(number: int, o: Outcome, before: Figures, console: Console) -> None
     else:
         mark = Text("– not run  ", style="muted")
     head = Text(f"{number}. " if number else "") + mark + Text(f"[{r.kind}] ", style="muted")
+    if r.findings and number and r.runnable:
+        head.append(f"(findings' compile s {r.cost_s}) ", style="muted")
     changes = r.change.splitlines() or [""]
     console.print(head + Text(clean(changes[0])))
     for change in changes[1:]:

@@ -80,9 +80,9 @@ def lines_with_breaks(trace: TorchTrace) -> set[str]:
 @pytest.fixture(scope="module")
 def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     logs = tmp_path_factory.mktemp("fix_demo") / "logs"
-    # the three heaviest remedies: the .item() break's (×2), the print's, then mark_dynamic (breaks
-    # come before recompiles when their weights tie); dynamic=True is left out
-    return fix_json("demo.py", logs, "--backend", "eager", "--max-runs", "3"), logs
+    # each finding's first remedy (the .item() and print configs, the torch.cond rewrite, mark_dynamic);
+    # the recompile's other remedies (maybe_mark_dynamic, shapes_spec, dynamic=True) are left out
+    return fix_json("demo.py", logs, "--backend", "eager", "--max-runs", "4"), logs
 
 
 def test_the_baseline_is_torchs_count_of_the_program_as_it_runs(demo):
@@ -119,7 +119,7 @@ def test_print_break_is_verified_by_reorderable_logging_functions_with_torchs_co
 
 def test_the_batch_size_recompile_is_verified_by_mark_dynamic_with_torchs_counts(demo):
     doc, _ = demo
-    r = remedy(doc, "mark_dynamic(x, 0)")
+    r = remedy(doc, "._dynamo.mark_dynamic(x, 0)")
     assert r["kind"] == "dynamism" and r["finding"]["kind"] == "recompile"
     assert r["finding"]["site"] == {
         "file": str(PROGRAMS / "demo.py"),
@@ -139,10 +139,18 @@ def test_the_batch_size_recompile_is_verified_by_mark_dynamic_with_torchs_counts
 
 def test_max_runs_leaves_the_other_remedies_unrun_and_says_so(demo):
     doc, logs = demo
-    assert sorted(p.name for p in logs.iterdir()) == ["baseline", "remedy-1", "remedy-2", "remedy-3"]
-    for left in (remedy(doc, "dynamic=True"), remedy(doc, "torch.cond")):  # code rewrites come last
-        assert not left["ran"] and left["why_not"] == "not run: --max-runs 3 reached"
-    assert doc["combined"] is None  # no run left to combine the three verified ones
+    assert sorted(p.name for p in logs.iterdir()) == [
+        "baseline",
+        "remedy-1",
+        "remedy-2",
+        "remedy-3",
+        "remedy-4",
+    ]
+    for left in (remedy(doc, "dynamic=True"), remedy(doc, "maybe_mark_dynamic"), remedy(doc, "shapes_spec")):
+        assert not left["ran"] and left["why_not"] == "not run: --max-runs 4 reached"
+    ran = [r["ran"] for r in doc["remedies"]]
+    assert ran == [True] * 4 + [False] * (len(ran) - 4)  # remedies[] is the order they ran in
+    assert doc["combined"] is None  # no run left to combine the verified ones
 
 
 def test_a_plain_run_with_the_config_set_by_hand_has_the_remedys_counts(demo, tmp_path):
@@ -205,11 +213,18 @@ def test_mark_dynamic_on_a_size_the_code_specializes_is_not_verified(tmp_path):
     doc = fix_json("fix_specialized.py", logs)
     baseline = read_torch_trace(logs / "baseline")
     assert figures(doc["before"]) == counts(baseline) and baseline.recompiles == 1
-    marked = remedy(doc, "mark_dynamic(x, 0)")
+    marked = remedy(doc, "._dynamo.mark_dynamic(x, 0)")
     assert marked["finding"]["kind"] == "recompile" and marked["finding"]["site"]["arg"] == "x"
     assert marked["ran"] and marked["verified"] is False
     assert "ConstraintViolationError" in marked["why_not"]  # torch refused: the code specialized it
     assert marked["outputs_match"] is None and "could not compare" in marked["outputs_note"]
+    maybe = remedy(doc, "maybe_mark_dynamic(x, 0)")  # the specialization is allowed: no error, ...
+    after = read_torch_trace(Path(maybe["trace_log"]))
+    assert maybe["ran"] and "ConstraintViolationError" not in (maybe["why_not"] or "")
+    assert (
+        figures(maybe["after"]) == counts(after) and after.recompiles == 1
+    )  # ... and torch still recompiles
+    assert maybe["verified"] is False and "the finding stayed" in maybe["why_not"]
     dynamic = remedy(doc, "dynamic=True")
     after = read_torch_trace(Path(dynamic["trace_log"]))
     assert figures(dynamic["after"]) == counts(after) and after.recompiles == 1  # it still recompiles
@@ -253,7 +268,8 @@ def test_max_runs_bounds_the_reruns_and_the_text_says_so(tmp_path):
     proc = run_tcx("fix", str(PROGRAMS / "fix_specialized.py"), "--no-save", "--max-runs", "0")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "tcx fix" in proc.stdout and "baseline" in proc.stdout
-    assert proc.stdout.count("not run: --max-runs 0 reached") == 2, proc.stdout
+    # mark_dynamic, maybe_mark_dynamic, shapes_spec, dynamic=True
+    assert proc.stdout.count("not run: --max-runs 0 reached") == 4, proc.stdout
     assert "remedy-" not in proc.stderr  # only the baseline ran
 
 

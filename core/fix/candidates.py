@@ -1,10 +1,21 @@
 """The candidate remedies of `tcx fix`: derived from the baseline run's findings, one per change.
 
 Each graph break type with a known config remedy gets one, each shape recompile of a compiled
-function's argument gets `mark_dynamic` on that argument and dimension (and the run gets one
-`dynamic=True` candidate, unless the program already compiles with it). A break that needs a
-code change (a data-dependent `if`) gets the mechanical rewrite core/fix/rewrites.py can make, run
-from a copy; where it can make none, what to write, not run.
+function's argument gets `mark_dynamic`, `maybe_mark_dynamic` and `torch.compile(shapes_spec=...)` on
+that argument and dimension (and the run gets one `dynamic=True` candidate, unless the program
+already compiles with it); a recompile on a guard of a symbolic size (dynamic=True or automatic
+dynamic made it symbolic) gets `mark_static`; a frame that hit the recompile limit gets
+`recompile_limit` raised just above what it needed. A break that needs a code change gets the
+mechanical rewrites that fit its code, each run from a copy: a data-dependent `if` as `torch._check`
+(a guard clause on a number, core/fix/check_rewrite.py) or `torch.cond` (core/fix/rewrites.py), a
+helper Dynamo cannot trace decorated with `nonstrict_trace` / `allow_in_graph`
+(core/fix/helper_rewrite.py), a print moved after the compiled call (core/fix/print_rewrite.py, besides
+the config remedy); where none fits, what to write, not run. `suppress_errors` is listed, never run, when a
+compile failed: it hides failures, it fixes none.
+
+The order (what `--max-runs` takes first) is the findings' cost in the baseline: each finding's
+compile seconds (`cost`, set by core/fix/verify.py from torch's compilation metrics), then its
+occurrences; a finding's first remedy comes before any finding's second.
 
 Pure and torch-free: the runs are core/fix/verify.py's.
 """
@@ -14,7 +25,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.fix.rewrites import Rewrite, cond_rewrite
+from tcx.core.fix.check_rewrite import check_rewrite
+from tcx.core.fix.helper_rewrite import helper_rewrites
+from tcx.core.fix.print_rewrite import print_rewrite
+from tcx.core.fix.rewrites import Rewrite, cond_at
 
 if TYPE_CHECKING:
     from tcx.core.views.explain import BreakSite, Explanation
@@ -56,21 +70,29 @@ CONFIG_RULES = (
     ),
     ConfigRule(("builtin operator `print`",), "reorderable_logging_functions", add="builtins.print"),
 )
-# Breaks whose fix is a change to the program's code: what to write, and the mechanical rewrite
-# tried on a copy where the code has a shape it knows (core/fix/rewrites.py).
+# Breaks whose fix is a change to the program's code: what to write (None: nothing beyond the config
+# remedy), and the mechanical rewrites tried on a copy where the code has a shape they know, each
+# (site) -> Rewrite, [Rewrite, ...] in order of preference, or why not (core/fix/*rewrite*.py).
 CODE_RULES = (
     (
         ("Data-dependent branching",),
         "rewrite the branch with torch.cond(pred, true_fn, false_fn, operands) (both branches "
-        "tensor-only) or torch.where(cond, a, b)",
-        cond_rewrite,
+        "tensor-only) or torch.where(cond, a, b); a guard clause on a number: torch._check(what holds)",
+        (check_rewrite, cond_at),
     ),
+    (
+        ("Attempted to call function marked as skipped", "Unsupported method call"),
+        "move the call into a helper decorated with @torch._dynamo.nonstrict_trace (or "
+        "@torch.compiler.allow_in_graph), or out of the compiled function",
+        (helper_rewrites,),
+    ),
+    (("builtin operator `print`",), None, (print_rewrite,)),
 )
 
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # graph_break | recompile
+    kind: str  # graph_break | recompile | recompile_limit
     what: str  # the break type, or the recompile cause
     file: str | None
     line: int | None
@@ -78,12 +100,20 @@ class Finding:
     occurrences: int
     arg: str | None = None
     dim: int | None = None
+    compile_ids: tuple[str, ...] = ()  # the compiles it occurred in (a break), or caused (a recompile)
+    rank: int | None = None  # a recompile's argument: its number of dimensions (for shapes_spec)
 
     def to_json(self) -> dict[str, Any]:
         site = {"file": self.file, "line": self.line, "function": self.function}
         if self.arg is not None:
             site.update(arg=self.arg, dim=self.dim)
-        return {"kind": self.kind, "what": self.what, "occurrences": self.occurrences, "site": site}
+        return {
+            "kind": self.kind,
+            "what": self.what,
+            "occurrences": self.occurrences,
+            "site": site,
+            "compile_ids": list(self.compile_ids),
+        }
 
 
 @dataclass
@@ -94,31 +124,44 @@ class Remedy:
     change: str
     findings: list[Finding]
     config: list[dict[str, Any]] = field(default_factory=list)  # the fix capture's `config`
-    mark_dynamic: list[dict[str, Any]] = field(default_factory=list)  # the fix capture's `mark_dynamic`
+    # the fix capture's `marks`: {function, arg, dim, how: dynamic | maybe | static} before each call
+    marks: list[dict[str, Any]] = field(default_factory=list)
+    # the fix capture's `compile_kwargs`: {function, shapes_spec: {arg: [dims]}} added to torch.compile
+    compile_kwargs: list[dict[str, Any]] = field(default_factory=list)
     dynamic: bool | None = None  # RunOptions.dynamic (torch.compile(dynamic=True) for every compile)
     runnable: bool = True
     why_not_run: str | None = None
     rewrite: Rewrite | None = None  # a code remedy's rewritten file (run from a copy)
+    more_compiles_expected: bool = False  # recompile_limit: more recompiles are the point, not worse
+    alternative: int = 0  # 0: the first remedy of its finding; 1, 2, ...: the next ones
+    cost_s: float = 0.0  # its findings' compile seconds in the baseline (the order's basis)
 
     @property
     def weight(self) -> int:
         return sum(f.occurrences for f in self.findings)
 
 
-def candidates(ex: Explanation, recompiles: RecompileReport, already_dynamic: bool) -> list[Remedy]:
-    """Every remedy the baseline's findings suggest, heaviest (most occurrences) first; code
-    rewrites after them, remedies that cannot run last. `already_dynamic`: the program compiles
-    with dynamic=True already."""
+def candidates(
+    ex: Explanation,
+    recompiles: RecompileReport,
+    already_dynamic: bool,
+    missing: dict[str, str] | None = None,
+    compile_error: str | None = None,
+) -> list[Remedy]:
+    """Every remedy the baseline's findings suggest, in no order yet (`order` sorts them).
+    `already_dynamic`: the program compiles with dynamic=True already. `missing`: the remedies the
+    installed torch lacks (name -> why), listed as not run. `compile_error`: the baseline failed
+    with an error torch.compile raised (what it said)."""
+    missing = missing or {}
     by_change: dict[str, Remedy] = {}
     for site in ex.sites:
-        _add_break_remedy(by_change, site)
+        _add_break_remedy(by_change, site, missing)
     shape = _shape_recompiles(recompiles)
     for finding in shape:
-        mark = {"function": finding.function, "arg": finding.arg, "dim": finding.dim}
-        call = f"torch._dynamo.mark_dynamic({finding.arg}, {finding.dim})"
-        change = f"{call}  # before each call of {finding.function}"
-        remedy = by_change.setdefault(change, Remedy("dynamism", change, [], mark_dynamic=[mark]))
-        remedy.findings.append(finding)
+        for alternative, remedy in enumerate(_shape_remedies(finding, missing)):
+            remedy = by_change.setdefault(remedy.change, remedy)
+            remedy.alternative = alternative
+            remedy.findings.append(finding)
     if shape:
         already = already_dynamic
         by_change["dynamic=True"] = Remedy(
@@ -128,33 +171,126 @@ def candidates(ex: Explanation, recompiles: RecompileReport, already_dynamic: bo
             dynamic=True,
             runnable=not already,
             why_not_run="the program already compiles with dynamic=True" if already else None,
+            alternative=3,
         )
-    remedies = list(by_change.values())
-    return sorted(remedies, key=lambda r: (not r.runnable, r.kind == "code", -r.weight))
+    for finding in _symbolic_recompiles(recompiles):
+        call = f"torch._dynamo.mark_static({finding.arg}, {finding.dim})"
+        change = f"{call}  # before each call of {finding.function}"
+        mark = {"function": finding.function, "arg": finding.arg, "dim": finding.dim, "how": "static"}
+        remedy = by_change.setdefault(change, Remedy("dynamism", change, [], marks=[mark]))
+        _unavailable(remedy, "mark_static", missing)
+        remedy.findings.append(finding)
+    for finding, limit in _limit_hits(recompiles):
+        config = str(recompiles.limit.get("config") or f"{DYNAMO_CONFIG}.recompile_limit")
+        module, _, name = config.rpartition(".")
+        change = f"{config} = {limit}"
+        remedy = Remedy(
+            "config",
+            change,
+            [finding],
+            config=[{"module": module, "name": name, "value": limit}],
+            more_compiles_expected=True,
+        )
+        by_change.setdefault(change, remedy)
+    if compile_error:
+        by_change["suppress_errors"] = _suppress_errors(compile_error)
+    return list(by_change.values())
 
 
-def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite) -> None:
+def order(remedies: list[Remedy]) -> list[Remedy]:
+    """What `--max-runs` takes first: the runnable remedies, each finding's first remedy before any
+    finding's second, the costliest findings (compile seconds in the baseline) first, then the most
+    occurrences; rewrites after config and dynamism at equal cost."""
+    return sorted(
+        remedies,
+        key=lambda r: (not r.runnable, r.alternative, -round(r.cost_s, 4), r.kind == "code", -r.weight),
+    )
+
+
+def _shape_remedies(finding: Finding, missing: dict[str, str]) -> list[Remedy]:
+    """The per-argument remedies of one size recompile, in the order they are tried."""
+    arg, dim, function = finding.arg, finding.dim, finding.function
+    remedies = []
+    for how, call in (("dynamic", "mark_dynamic"), ("maybe", "maybe_mark_dynamic")):
+        change = f"torch._dynamo.{call}({arg}, {dim})  # before each call of {function}"
+        mark = {"function": function, "arg": arg, "dim": dim, "how": how}
+        remedies.append(_unavailable(Remedy("dynamism", change, [], marks=[mark]), call, missing))
+    rank = finding.rank or 0
+    dims = ", ".join(f'ShapeVar("{arg}_{i}")' if i == dim else "STATIC" for i in range(rank))
+    change = f'torch.compile({function}, shapes_spec={{"{arg}": TensorSpec([{dims}])}})'
+    kwargs = {"function": function, "shapes_spec": {arg: {"rank": rank, "dynamic": [dim]}}}
+    spec = _unavailable(Remedy("dynamism", change, [], compile_kwargs=[kwargs]), "shapes_spec", missing)
+    if not finding.rank and spec.runnable:
+        spec.runnable, spec.why_not_run = False, f"the rank of {arg} was not recorded"
+    return [*remedies, spec]
+
+
+def _unavailable(remedy: Remedy, name: str, missing: dict[str, str]) -> Remedy:
+    if name in missing:
+        remedy.runnable = False
+        remedy.why_not_run = missing[name]
+    return remedy
+
+
+def _suppress_errors(error: str) -> Remedy:
+    """Information only: suppress_errors runs a frame whose compile failed eagerly instead of raising;
+    the failure stays (hidden), so tcx fix never runs or verifies it."""
+    return Remedy(
+        "config",
+        f"{DYNAMO_CONFIG}.suppress_errors = True",
+        [Finding("compile_error", error, None, None, None, 1)],
+        runnable=False,
+        why_not_run=(
+            "listed for information only, never run or verified: suppress_errors runs a frame whose "
+            "compile fails eagerly instead of raising, so it hides the failure (and every graph break "
+            "that fullgraph=True would raise) instead of removing it"
+        ),
+    )
+
+
+def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: dict[str, str]) -> None:
     text = f"{site.gb_type}\n{site.explanation}"
-    finding = Finding("graph_break", site.gb_type, site.file, site.line, site.function, len(site.occurrences))
+    compile_ids = tuple(dict.fromkeys(o.compile_id for o in site.occurrences if o.compile_id))
+    finding = Finding(
+        "graph_break",
+        site.gb_type,
+        site.file,
+        site.line,
+        site.function,
+        len(site.occurrences),
+        compile_ids=compile_ids,
+    )
     for rule in CONFIG_RULES:
         if any(n in text for n in rule.needles):
             remedy = by_change.setdefault(
                 rule.change(), Remedy("config", rule.change(), [], config=[rule.spec()])
             )
             remedy.findings.append(finding)
-            return
-    for needles, advice, rewriter in CODE_RULES:
-        if any(n in text for n in needles):
-            rewrite = rewriter(site.file, site.line)
-            if isinstance(rewrite, Rewrite):
-                remedy = by_change.setdefault(rewrite.line, Remedy("code", rewrite.line, [], rewrite=rewrite))
-            else:
-                why = f"needs a code change tcx fix cannot make mechanically ({rewrite}), so it was not run"
-                remedy = by_change.setdefault(
-                    advice, Remedy("code", advice, [], runnable=False, why_not_run=why)
-                )
+            configured = True
+            break
+    else:
+        configured = False
+    for needles, advice, rewriters in CODE_RULES:
+        if not any(n in text for n in needles):
+            continue
+        made = [m for r in rewriters for m in _as_list(r(site))]
+        rewrites = [m for m in made if isinstance(m, Rewrite)]
+        for alternative, rewrite in enumerate(rewrites, int(configured)):
+            remedy = by_change.setdefault(
+                rewrite.line, Remedy("code", rewrite.line, [], rewrite=rewrite, alternative=alternative)
+            )
+            _unavailable(remedy, rewrite.needs or "", missing)
             remedy.findings.append(finding)
-            return
+        if advice and not rewrites and not configured:
+            whys = "; ".join(m for m in made if isinstance(m, str))
+            why = f"needs a code change tcx fix cannot make mechanically ({whys}), so it was not run"
+            remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
+            remedy.findings.append(finding)
+        return
+
+
+def _as_list(made: Rewrite | list[Rewrite] | str) -> list[Rewrite | str]:
+    return list(made) if isinstance(made, list) else [made]
 
 
 def _shape_recompiles(report: RecompileReport) -> list[Finding]:
@@ -172,10 +308,77 @@ def _shape_recompiles(report: RecompileReport) -> list[Finding]:
         seen.setdefault((call.function, guard.arg, guard.dim), []).append(call)
     return [
         Finding(
-            "recompile", "shape specialization", calls[0].file, calls[0].line, function, len(calls), arg, dim
+            "recompile",
+            "shape specialization",
+            calls[0].file,
+            calls[0].line,
+            function,
+            len(calls),
+            arg,
+            dim,
+            tuple(c.compile_id for c in calls if c.compile_id),
+            _rank(calls[0], arg),
         )
         for (function, arg, dim), calls in seen.items()
     ]
+
+
+def _rank(call: Any, arg: str) -> int | None:
+    """The number of dimensions of the call's tensor argument `arg`, as the recompiles capture saw it."""
+    for a in call.args or []:
+        if a.get("name") == arg and isinstance(a.get("shape"), list):
+            return len(a["shape"])
+    return None
+
+
+def _symbolic_recompiles(report: RecompileReport) -> list[Finding]:
+    """One finding per (function, argument, dimension) whose guard on a symbolic size failed: the
+    dimension was dynamic (dynamic=True, automatic dynamic) and the code branched on its value."""
+    seen: dict[tuple[str, str, int], list[Any]] = {}
+    for call in report.calls:
+        if call.outcome != "recompile" or call.function.startswith("torch_dynamo_resume_in_"):
+            continue
+        for guard in call.failed_guards[:1]:
+            if guard.kind == "dynamic_shape" and guard.arg is not None and guard.dim is not None:
+                seen.setdefault((call.function, guard.arg, guard.dim), []).append((call, guard))
+    return [
+        Finding(
+            "recompile",
+            f"guard on a symbolic size: {pairs[0][1].guard}",
+            pairs[0][1].file or pairs[0][0].file,
+            pairs[0][1].line or pairs[0][0].line,
+            function,
+            len(pairs),
+            arg,
+            dim,
+            tuple(c.compile_id for c, _ in pairs if c.compile_id),
+        )
+        for (function, arg, dim), pairs in seen.items()
+    ]
+
+
+def _limit_hits(report: RecompileReport) -> list[tuple[Finding, int]]:
+    """Each function that hit the recompile limit and ran calls eagerly, with the limit that would
+    have kept them compiled: its cache entries plus the calls that fell back (each could need one)."""
+    if not report.limit.get("hit"):
+        return []
+    out = []
+    for function in dict.fromkeys(c.function for c in report.eager_calls):
+        calls = [c for c in report.calls if c.function == function]
+        compiled = [c for c in calls if c.outcome in ("compile", "recompile")]
+        eager = [c for c in calls if c.outcome == "eager"]
+        first = calls[0]
+        finding = Finding(
+            "recompile_limit",
+            f"recompile limit ({report.limit.get('limit')}) hit: {len(eager)} call(s) ran eagerly",
+            first.file,
+            first.line,
+            function,
+            len(eager),
+            compile_ids=tuple(c.compile_id for c in compiled if c.compile_id),
+        )
+        out.append((finding, len(compiled) + len(eager)))
+    return out
 
 
 def break_matches(finding: Finding, sites: set[tuple[str, str | None, int | None]]) -> bool:
@@ -183,9 +386,23 @@ def break_matches(finding: Finding, sites: set[tuple[str, str | None, int | None
     return (finding.what, finding.file, finding.line) in sites
 
 
+def recompile_sites(report: RecompileReport) -> dict[tuple[str, str | None, int | None, bool], str]:
+    """Each recompile of a run as (function, argument, dimension, on a symbolic size) -> what it is,
+    to see a re-run's new ones."""
+    found = [(f, False) for f in _shape_recompiles(report)] + [
+        (f, True) for f in _symbolic_recompiles(report)
+    ]
+    return {
+        (f.function or "?", f.arg, f.dim, symbolic): f"{f.what} of {f.arg} dim {f.dim} in {f.function}"
+        for f, symbolic in found
+    }
+
+
 def recompile_matches(finding: Finding, report: RecompileReport) -> bool:
-    """The same shape recompile in another run: that function, argument and dimension."""
-    return any(
-        f.function == finding.function and f.arg == finding.arg and f.dim == finding.dim
-        for f in _shape_recompiles(report)
-    )
+    """The same recompile in another run: that function, argument and dimension, on the same kind of
+    guard (a size, or a symbolic size); a recompile limit: the function still fell back to eager."""
+    if finding.kind == "recompile_limit":
+        return any(c.function == finding.function for c in report.eager_calls)
+    symbolic = finding.what.startswith("guard on")
+    found = _symbolic_recompiles(report) if symbolic else _shape_recompiles(report)
+    return any((f.function, f.arg, f.dim) == (finding.function, finding.arg, finding.dim) for f in found)

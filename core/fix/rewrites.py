@@ -1,4 +1,6 @@
-"""Mechanical code rewrites for `tcx fix`: a data-dependent `if` as `torch.cond`, on a copy.
+"""Mechanical code rewrites for `tcx fix`: what they share (the Rewrite, its diff, reading the file),
+and a data-dependent `if` as `torch.cond`, on a copy. The other rewrites: check_rewrite.py
+(`torch._check`), helper_rewrite.py (nonstrict_trace / allow_in_graph), print_rewrite.py.
 
 Two shapes of branch are rewritten, where both branches are one tensor expression:
 
@@ -26,6 +28,10 @@ import builtins
 import difflib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tcx.core.views.explain import BreakSite
 
 MARK = "  # tcx fix: a data-dependent `if` as torch.cond"
 
@@ -36,6 +42,33 @@ class Rewrite:
     text: str  # the whole rewritten file
     line: str  # the new statement, as code
     patch: str  # unified diff of the original and the rewritten file
+    needs: str | None = None  # a torch API the rewrite calls that an older torch lacks (`missing` key)
+
+
+def parsed(file: str | None, line: int | None) -> tuple[str, ast.Module] | str:
+    """The source and syntax tree of a break's file (one that imports torch), or why not."""
+    if not file or not line:
+        return "the break has no source line"
+    try:
+        source = Path(file).read_text(encoding="utf-8")
+        tree = ast.parse(source)
+    except (OSError, SyntaxError, ValueError) as exc:
+        return f"the source could not be read ({type(exc).__name__})"
+    if not _imports_torch(tree):
+        return "the file does not `import torch`"
+    return source, tree
+
+
+def rewritten(file: str, source: str, text: str, line: str, needs: str | None = None) -> Rewrite:
+    """The Rewrite of `file` from `source` to `text`, with its unified diff."""
+    lines, new = source.splitlines(keepends=True), text.splitlines(keepends=True)
+    patch = "".join(difflib.unified_diff(lines, new, file, f"{file} (tcx fix)"))
+    return Rewrite(file, text, line, patch, needs)
+
+
+def cond_at(site: BreakSite) -> Rewrite | str:
+    """CODE_RULES' entry for a data-dependent branch: `cond_rewrite` at the break's line."""
+    return cond_rewrite(site.file, site.line)
 
 
 def write_patch(rewrite: Rewrite) -> Path:
@@ -48,16 +81,11 @@ def write_patch(rewrite: Rewrite) -> Path:
 
 def cond_rewrite(file: str | None, line: int | None) -> Rewrite | str:
     """The rewrite of the `if` at `file:line`, or why there is none."""
-    if not file or not line:
-        return "the break has no source line"
-    try:
-        source = Path(file).read_text(encoding="utf-8")
-        tree = ast.parse(source)
-    except (OSError, SyntaxError, ValueError) as exc:
-        return f"the source could not be read ({type(exc).__name__})"
-    if not _imports_torch(tree):
-        return "the file does not `import torch`"
-    found = _if_at(tree, line)
+    read = parsed(file, line)
+    if isinstance(read, str):
+        return read
+    source, tree = read
+    found = if_at(tree, line)  # type: ignore[arg-type]
     if found is None:
         return f"no `if` statement starts at line {line}"
     func, parent, node = found
@@ -68,13 +96,12 @@ def cond_rewrite(file: str | None, line: int | None) -> Rewrite | str:
     lines = source.splitlines(keepends=True)
     indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
     new = [f"{indent}{code}{MARK}\n"]
-    new += [_commented(text, indent) for text in lines[first:last]]
+    new += [commented(text, indent) for text in lines[first:last]]
     text = "".join([*lines[: first - 1], *new, *lines[last:]])
-    patch = "".join(difflib.unified_diff(lines, text.splitlines(keepends=True), file, f"{file} (tcx fix)"))
-    return Rewrite(file, text, code, patch)
+    return rewritten(str(file), source, text, code)
 
 
-def _commented(text: str, indent: str) -> str:
+def commented(text: str, indent: str) -> str:
     body = text[len(indent) :] if text.startswith(indent) else text.lstrip()
     return f"{indent}# {body}" if body.strip() else text
 
@@ -86,7 +113,7 @@ def _imports_torch(tree: ast.Module) -> bool:
     )
 
 
-def _if_at(tree: ast.Module, line: int) -> tuple[ast.FunctionDef, list[ast.stmt], ast.If] | None:
+def if_at(tree: ast.Module, line: int) -> tuple[ast.FunctionDef, list[ast.stmt], ast.If] | None:
     for func in ast.walk(tree):
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue

@@ -2,8 +2,10 @@
 
 The program runs once as it is (the baseline); each finding with a candidate remedy
 (core/fix/candidates.py) is re-run in a fresh process with the remedy applied by the `fix` capture
-(core/recorder/compat_fix.py: config set, mark_dynamic called before the program's calls; the
-user's files are never touched). A remedy is verified when the re-run shows every finding it
+(core/recorder/compat_fix.py: config set, mark_dynamic / maybe_mark_dynamic / mark_static called
+before the program's calls, shapes_spec added to its torch.compile call; the user's files are never
+touched). Which remedies run first (`--max-runs`) is decided by the findings' cost in the baseline
+(`ORDER_BASIS`). A remedy is verified when the re-run shows every finding it
 targets gone, nothing worse (no more graph breaks, graphs or recompiles, no new break, the program
 did not fail, a steady call not clearly slower) and the compiled calls' outputs equal the
 baseline's (core/fix/outputs.py). Every
@@ -15,6 +17,7 @@ stays free of click and of the terminal.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 from collections.abc import Callable
@@ -22,7 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tcx.core.fix.candidates import Remedy, break_matches, candidates, recompile_matches
+from tcx.core.fix.candidates import (
+    Finding,
+    Remedy,
+    break_matches,
+    candidates,
+    order,
+    recompile_matches,
+    recompile_sites,
+)
 from tcx.core.fix.outputs import compare_outputs
 from tcx.core.ingest.event_schema import seconds
 from tcx.core.model import RunModel
@@ -36,6 +47,20 @@ SEED = 0
 DEFAULT_MAX_RUNS = 5
 # The captures every run has: the remedy and the outputs (fix), per-call recompiles, calls timed.
 RUN_CAPTURES = ("recompiles", "cost=profile=0,warmup=0")
+ORDER_BASIS = (
+    "the findings' compile seconds in the baseline (torch's compilation metrics of the compiles each "
+    "break occurred in, each recompile caused, each frame that hit the recompile limit made), then their "
+    "occurrences; each finding's first remedy before any finding's second"
+)
+# An exception of these types ended the baseline in torch.compile itself (suppress_errors would hide it).
+COMPILE_ERRORS = (
+    "torch._dynamo.exc",
+    "Unsupported",
+    "BackendCompilerFailed",
+    "InductorError",
+    "InternalTorchDynamoError",
+    "TorchRuntimeError",
+)
 MIN_STEADY_CALLS = 3
 SLOWER_RATIO = 2.0
 SLOWER_MS = 1.0
@@ -67,10 +92,21 @@ class Run:
     trace_log: str | None = None
     renamed: dict[str, str] = field(default_factory=dict)  # a rewritten copy's path -> the original's
     outputs_repeatable: bool = True  # False: a second run with no remedy returned other outputs
+    moved: tuple[str, str] | None = None  # --isolate: (the copy's folder, the program's folder)
+
+    def original(self, path: str | None) -> str | None:
+        """A path of this run as the user's: a rewritten copy's, or one in the --isolate copy."""
+        if path is None:
+            return None
+        if path in self.renamed:
+            return self.renamed[path]
+        if self.moved and (path == self.moved[0] or path.startswith(self.moved[0] + "/")):
+            return self.moved[1] + path[len(self.moved[0]) :]
+        return path
 
     def sites(self) -> set[tuple[str, str | None, int | None]]:
-        """Each break site as (type, file, line), a rewritten copy's path read as the original's."""
-        return {(s.gb_type, self.renamed.get(s.file or "", s.file), s.line) for s in self.ex.sites}
+        """Each break site as (type, file, line), a copy's path read as the original's."""
+        return {(s.gb_type, self.original(s.file), s.line) for s in self.ex.sites}
 
     @property
     def interrupted(self) -> bool:
@@ -100,8 +136,9 @@ class RunRequest:
     script: str | None = None  # run this copy of the program instead (a code remedy's rewrite)
 
 
-# (request) -> (model, selection, trace log dir or None); raises on a usage error of the baseline
-Runner = Callable[[RunRequest], tuple[RunModel, Selection, str | None]]
+# (request) -> (model, selection, trace log dir or None, (copy folder, program folder) under
+# --isolate else None); raises on a usage error of the baseline
+Runner = Callable[[RunRequest], tuple[RunModel, Selection, str | None, tuple[str, str] | None]]
 
 
 @dataclass
@@ -124,6 +161,7 @@ class FixReport:
     combined: Outcome | None
     max_runs: int
     seed: int = SEED
+    runs_in: str = ""  # where the runs executed (the program's directory, or --isolate's copies)
 
     @property
     def verified(self) -> list[Outcome]:
@@ -133,13 +171,28 @@ class FixReport:
 
 
 def fix(
-    runner: Runner, workdir: Path, max_runs: int = DEFAULT_MAX_RUNS, program: str | None = None
+    runner: Runner,
+    workdir: Path,
+    max_runs: int = DEFAULT_MAX_RUNS,
+    program: str | None = None,
+    missing: dict[str, str] | None = None,
+    runs_in: str = "",
 ) -> FixReport:
-    """The baseline, then one re-run per runnable remedy (at most `max_runs`), then the verified
-    ones combined into one run when there are two or more and a run is left. `program`: the script
-    TARGET runs (a code remedy is re-run only when it rewrites that file)."""
+    """The baseline, then one re-run per runnable remedy (at most `max_runs`, the costliest findings
+    first), then the verified ones combined into one run when there are two or more and a run is
+    left. `program`: the script TARGET runs (a code remedy is re-run only when it rewrites that
+    file); `missing`: the remedies the installed torch lacks (name -> why)."""
     baseline = _run(runner, workdir, "baseline", None, baseline=True)
-    remedies = candidates(baseline.ex, baseline.recompiles, compiles_dynamic(baseline.model))
+    ex = dataclasses.replace(
+        baseline.ex, sites=[dataclasses.replace(s, file=baseline.original(s.file)) for s in baseline.ex.sites]
+    )
+    remedies = candidates(
+        ex, baseline.recompiles, compiles_dynamic(baseline.model), missing, _compile_error(baseline)
+    )
+    for remedy in remedies:
+        remedy.findings = [dataclasses.replace(f, file=baseline.original(f.file)) for f in remedy.findings]
+        remedy.cost_s = _cost_s(baseline.model, remedy.findings)
+    remedies = order(remedies)
     for remedy in remedies:
         if remedy.rewrite and remedy.rewrite.file != program:
             remedy.runnable = False
@@ -152,8 +205,10 @@ def fix(
     stopped = baseline.interrupted
     if baseline.failed and not stopped:  # nothing to compare a re-run with
         for outcome in outcomes:
-            outcome.why_not.append(f"not run: the baseline run failed ({baseline.failed})")
-        return FixReport(baseline, outcomes, None, max_runs)
+            outcome.why_not.append(
+                outcome.remedy.why_not_run or f"not run: the baseline run failed ({baseline.failed})"
+            )
+        return FixReport(baseline, outcomes, None, max_runs, runs_in=runs_in)
     for index, outcome in enumerate(outcomes):
         remedy = outcome.remedy
         if not remedy.runnable:
@@ -168,19 +223,36 @@ def fix(
         _try(runner, workdir, f"remedy-{index + 1}", remedy, baseline, outcome)
         stopped = bool(outcome.after_run and outcome.after_run.interrupted)
     if stopped:
-        return FixReport(baseline, outcomes, None, max_runs)
+        return FixReport(baseline, outcomes, None, max_runs, runs_in=runs_in)
     if any(o.outputs_match is False for o in outcomes) and not _repeatable(runner, workdir, baseline):
         baseline.outputs_repeatable = False
         for o in outcomes:
             if o.after_run is not None:
                 _judge(o, baseline, o.after_run)
-    report = FixReport(baseline, outcomes, None, max_runs)
+    report = FixReport(baseline, outcomes, None, max_runs, runs_in=runs_in)
     chosen = _complementary([o.remedy for o in report.verified])
     if len(chosen) >= 2 and runs < max_runs:
         together = _combine(chosen)
         report.combined = Outcome(together)
         _try(runner, workdir, "combined", together, baseline, report.combined)
     return report
+
+
+def _cost_s(model: RunModel, findings: list[Finding]) -> float:
+    """The compile seconds of the compiles the findings occurred in or caused (each counted once)."""
+    ids = dict.fromkeys(cid for f in findings for cid in f.compile_ids)
+    known = [model.compiles[cid].compile_time_s for cid in ids if cid in model.compiles]
+    return round(sum(s for s in known if s is not None), 4)
+
+
+def _compile_error(run: Run) -> str | None:
+    """What torch.compile raised, when an error of its own ended the run."""
+    program = run.model.status.program
+    exc_type = str(program.exc_type or "")
+    if not program.failed or not any(name in exc_type for name in COMPILE_ERRORS):
+        return None
+    first = str(program.message or "").strip().splitlines()[:1]
+    return ": ".join([exc_type, *first])[:300]
 
 
 def _complementary(ranked: list[Remedy]) -> list[Remedy]:
@@ -261,7 +333,8 @@ def _run(runner: Runner, workdir: Path, name: str, remedy: Remedy | None, *, bas
     outputs = workdir / f"{name}.outputs.pt"
     spec = {
         "config": remedy.config if remedy else [],
-        "mark_dynamic": remedy.mark_dynamic if remedy else [],
+        "marks": remedy.marks if remedy else [],
+        "compile_kwargs": remedy.compile_kwargs if remedy else [],
         "outputs": str(outputs),
         "seed": SEED,
     }
@@ -275,10 +348,11 @@ def _run(runner: Runner, workdir: Path, name: str, remedy: Remedy | None, *, bas
     request = RunRequest(
         name, str(spec_path), remedy.dynamic if remedy else None, baseline, str(copy) if copy else None
     )
-    model, selection, trace_log = runner(request)
+    model, selection, trace_log, moved = runner(request)
     ex = explain(model, selection)
     report = analyze(model, selection)
-    run = Run(model, selection, ex, report, measure(model, selection, ex), str(outputs), trace_log)
+    figures = measure(model, selection, ex)
+    run = Run(model, selection, ex, report, figures, str(outputs), trace_log, moved=moved)
     if copy and remedy and remedy.rewrite:
         run.renamed = {str(copy): remedy.rewrite.file}
     return run
@@ -328,11 +402,17 @@ def _why_not(
             what = f"{finding.what} of {finding.arg} dim {finding.dim}" if finding.arg else finding.what
             why.append(f"the finding stayed: {what} in {where}")
     before, now = baseline.figures, after.figures
-    for key, label in (("graph_breaks", "graph breaks"), ("graphs", "graphs"), ("recompiles", "recompiles")):
+    counted = (("graph_breaks", "graph breaks"), ("graphs", "graphs"), ("recompiles", "recompiles"))
+    for key, label in counted[:1] if remedy.more_compiles_expected else counted:
         if getattr(now, key) > getattr(before, key):
             why.append(f"more {label} ({getattr(before, key)} → {getattr(now, key)})")
     for gb_type, _file, line in sorted(after_sites - baseline.sites(), key=str):
         why.append(f"a new graph break appeared: {gb_type} at line {line}")
+    if not remedy.more_compiles_expected:
+        before_recompiles = recompile_sites(baseline.recompiles)
+        for key, what in recompile_sites(after.recompiles).items():
+            if key not in before_recompiles:
+                why.append(f"a new recompile appeared: {what}")
     slower = _slower(before, now)
     if slower:
         why.append(slower)
@@ -361,9 +441,11 @@ def _combine(remedies: list[Remedy]) -> Remedy:
         "\n".join(r.change for r in remedies),
         list(dict.fromkeys(f for r in remedies for f in r.findings)),
         config=[c for r in remedies for c in r.config],
-        mark_dynamic=[m for r in remedies for m in r.mark_dynamic],
+        marks=[m for r in remedies for m in r.marks],
+        compile_kwargs=[k for r in remedies for k in r.compile_kwargs],
         dynamic=dynamic,
         rewrite=next((r.rewrite for r in remedies if r.rewrite), None),
+        more_compiles_expected=any(r.more_compiles_expected for r in remedies),
     )
 
 
@@ -385,6 +467,8 @@ def to_json(report: FixReport) -> dict[str, Any]:
         seed=report.seed,
         outputs_repeatable=base.outputs_repeatable,
         max_runs=report.max_runs,
+        runs_in=report.runs_in,
+        order={"basis": ORDER_BASIS, "remedies": "remedies[] is in this order; --max-runs takes the first"},
         before=before,
         baseline_trace_log=base.trace_log,
         remedies=[_outcome_json(o, before) for o in report.outcomes],
@@ -402,6 +486,7 @@ def _outcome_json(o: Outcome, before: dict[str, Any]) -> dict[str, Any]:
         "findings": [f.to_json() for f in r.findings],
         "change": r.change,
         "kind": r.kind,
+        "cost_s": r.cost_s,
         "ran": o.ran,
         "verified": o.verified,
         "before": before,

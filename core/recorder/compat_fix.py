@@ -4,16 +4,20 @@ The `fix=SPEC.json` capture runs before the program starts. SPEC says what to ap
 
 - `config`: assignments to `torch._dynamo.config` / `torch._inductor.config` (a value, or a callable
   named by "module.attr" added to a set such as `reorderable_logging_functions`);
-- `mark_dynamic`: `torch._dynamo.mark_dynamic(arg, dim)` on a named argument of a compiled function,
-  called just before each call of it;
+- `marks`: `torch._dynamo.mark_dynamic` / `maybe_mark_dynamic` / `mark_static` (`how`: dynamic |
+  maybe | static) on a named argument's dimension of a compiled function, just before each call of it;
+- `compile_kwargs`: keyword arguments added to the `torch.compile` call of a named function; today
+  `shapes_spec` ({arg: {rank, dynamic: [dims]}}: those dims a `ShapeVar`, the others `STATIC`), where
+  the installed torch.compile takes it (`missing_remedies` says which remedies this torch lacks);
 - `outputs`: a file where the outputs of every outermost call of a compiled callable are written
   (tensors detached, on the CPU) when the program ends, so the parent compares runs;
 - `seed`: `torch.manual_seed` and `random.seed` before the program starts, so two runs of a program
   that draws random inputs without seeding draw the same ones.
 
 Private API touched, feature-detected: `torch._dynamo.eval_frame.OptimizeContext.__call__` (wrapped,
-as the recompiles and cost captures do, to see each call of a compiled callable). Nothing here edits
-the user's files.
+as the recompiles and cost captures do, to see each call of a compiled callable); `torch._dynamo`'s
+mark functions; `torch.fx.experimental.dynamic_spec` (shapes_spec's types). Nothing here edits the
+user's files.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ MAX_OUTPUT_ELEMENTS = 50_000_000  # elements kept across all calls; later calls 
 class _State:
     def __init__(self) -> None:
         self.writer: RecordingWriter | None = None
-        self.mark_dynamic: list[dict[str, Any]] = []
+        self.marks: list[dict[str, Any]] = []
         self.outputs_path: str | None = None
         self.calls: list[dict[str, Any]] = []
         self.elements = 0
@@ -62,18 +66,91 @@ def install(writer: RecordingWriter, argument: str | None = None) -> str | None:
     if spec.get("seed") is not None:
         torch.manual_seed(int(spec["seed"]))
         random.seed(int(spec["seed"]))
-    STATE.mark_dynamic = list(spec.get("mark_dynamic") or [])
+    STATE.marks = list(spec.get("marks") or [])
     STATE.outputs_path = spec.get("outputs")
+    compile_kwargs = list(spec.get("compile_kwargs") or [])
+    problems = [p for p in (_missing_marks(STATE.marks), _wrap_compile(compile_kwargs)) if p]
     wrapped = None
-    if STATE.mark_dynamic or STATE.outputs_path:
+    if STATE.marks or STATE.outputs_path:
         wrapped = _wrap_optimize_context()
-    writer.write("fix_applied", config=applied, mark_dynamic=STATE.mark_dynamic, calls_hook=wrapped)
+    writer.write(
+        "fix_applied",
+        config=applied,
+        marks=STATE.marks,
+        compile_kwargs=compile_kwargs,
+        calls_hook=wrapped,
+        problems=problems,
+    )
     from tcx.core.recorder.captures import at_end
 
     at_end(_finish)
-    if failed:
-        return "; ".join(str(a["error"]) for a in failed)
-    return wrapped
+    problems += [str(a["error"]) for a in failed]
+    if wrapped:
+        problems.append(wrapped)
+    return "; ".join(problems) if problems else None
+
+
+MARKS = {"dynamic": "mark_dynamic", "maybe": "maybe_mark_dynamic", "static": "mark_static"}
+
+
+def missing_remedies() -> dict[str, str]:
+    """The remedies the installed torch cannot apply (name -> why), for the parent to list as not run."""
+    missing = {}
+    for name in MARKS.values():
+        if not callable(getattr(torch._dynamo, name, None)):
+            missing[name] = f"torch._dynamo.{name} is not available on torch {torch.__version__}"
+    try:
+        takes_spec = "shapes_spec" in inspect.signature(torch.compile).parameters
+        importlib.import_module("torch.fx.experimental.dynamic_spec")
+    except (ImportError, TypeError, ValueError):
+        takes_spec = False
+    if not takes_spec:
+        missing["shapes_spec"] = f"torch.compile(shapes_spec=…) is not available on torch {torch.__version__}"
+    if not callable(getattr(torch._dynamo, "nonstrict_trace", None)):  # a helper rewrite's decorator
+        missing["nonstrict_trace"] = (
+            f"torch._dynamo.nonstrict_trace is not available on torch {torch.__version__}"
+        )
+    return missing
+
+
+def _missing_marks(marks: list[dict[str, Any]]) -> str | None:
+    lacking = sorted({MARKS.get(m.get("how", "dynamic"), "?") for m in marks} & set(missing_remedies()))
+    return f"not available on torch {torch.__version__}: {', '.join(lacking)}" if lacking else None
+
+
+def _wrap_compile(items: list[dict[str, Any]]) -> str | None:
+    """Add each item's keyword arguments to the torch.compile call of its function (by name)."""
+    if not items:
+        return None
+    if "shapes_spec" in missing_remedies():
+        return missing_remedies()["shapes_spec"]
+    by_name = {str(i["function"]): i for i in items}
+    original = torch.compile
+
+    @functools.wraps(original)
+    def compile(model: Any = None, **kwargs: Any) -> Any:
+        if model is None:  # `@torch.compile(...)`: applied when it gets its function
+            return lambda fn: compile(fn, **kwargs)
+        item = by_name.get(getattr(getattr(model, "__code__", None), "co_name", None) or "")
+        if item and item.get("shapes_spec"):
+            kwargs["shapes_spec"] = _shapes_spec(item["shapes_spec"])
+        return original(model, **kwargs)
+
+    torch.compile = compile
+    return None
+
+
+def _shapes_spec(spec: dict[str, Any]) -> Any:
+    """{arg: {rank, dynamic: [dims]}} as torch's ShapesSpec: those dims a ShapeVar, the others STATIC."""
+    from torch.fx.experimental.dynamic_spec import STATIC, ShapesSpec, ShapeVar, TensorSpec
+
+    params = {
+        arg: TensorSpec(
+            [ShapeVar(f"{arg}_{i}") if i in item["dynamic"] else STATIC for i in range(int(item["rank"]))]
+        )
+        for arg, item in spec.items()
+    }
+    return ShapesSpec(params)
 
 
 def _assign(item: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +205,7 @@ def _wrap_compiled(compiled: Callable[..., Any], fn: Any) -> Callable[..., Any]:
     frame = _target_of(_evaluated_callable(compiled, fn))
     code = getattr(getattr(frame, "__func__", frame), "__code__", None)
     name = code.co_name if code is not None else getattr(target, "__name__", "?")
-    marks = [m for m in STATE.mark_dynamic if m.get("function") == name]
+    marks = [m for m in STATE.marks if m.get("function") == name]
     try:
         signature: inspect.Signature | None = inspect.signature(target)
     except (TypeError, ValueError):
@@ -160,8 +237,9 @@ def _mark(marks: list[dict[str, Any]], signature: inspect.Signature, args: tuple
         return
     for m in marks:
         value = bound.get(m["arg"])
-        if isinstance(value, torch.Tensor) and value.dim() > int(m["dim"]):
-            torch._dynamo.mark_dynamic(value, int(m["dim"]))
+        mark = getattr(torch._dynamo, MARKS.get(m.get("how", "dynamic"), ""), None)
+        if isinstance(value, torch.Tensor) and value.dim() > int(m["dim"]) and mark is not None:
+            mark(value, int(m["dim"]))
 
 
 def _keep(function: str, result: Any) -> None:

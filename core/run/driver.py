@@ -32,7 +32,7 @@ OUTPUT_TAIL_BYTES = 64 * 1024
 OUTPUT_LINE_CHARS = 1000
 MAX_SOURCE_BYTES = 1_000_000
 # The recorder child, run as a script (its docstring says why not -m or -c).
-CHILD_BOOT = str(Path(__file__).resolve().parent / "recorder" / "boot.py")
+CHILD_BOOT = str(Path(__file__).resolve().parent.parent / "recorder" / "boot.py")
 
 
 @dataclass
@@ -51,6 +51,7 @@ class RunOptions:
     capture: list[str] = field(default_factory=list)  # optional captures (core/recorder/captures.py)
     what_if: list[list[dict]] | None = None  # `tcx recompiles --what-if`: evaluated after the run
     env: dict[str, str] = field(default_factory=dict)  # added to the program's environment (`tcx cache`)
+    cwd: str | None = None  # the program's working directory (None: tcx's own; `tcx fix --isolate`: a copy)
 
 
 @dataclass
@@ -108,6 +109,7 @@ def record(
                 stdout=sink,
                 stderr=sink,
                 env={**os.environ, **opts.env, "PYTHONUNBUFFERED": "1"},
+                cwd=opts.cwd,
             )
             follower = RecordingFollower(path) if progress else None
             poll = (lambda: progress(follower.poll())) if progress and follower else None
