@@ -102,10 +102,7 @@ def parse_graph_nodes(text: str) -> list[FxNode]:
 
 def _signature_nodes(line: str) -> list[FxNode]:
     inner = line[line.index("(") + 1 : -2]
-    return [
-        FxNode(m.group("name"), m.group("ann"), None, placeholder=True)
-        for m in _PARAM.finditer(inner)
-    ]
+    return [FxNode(m.group("name"), m.group("ann"), None, placeholder=True) for m in _PARAM.finditer(inner)]
 
 
 def saved_for_backward(forward: str) -> list[str]:
