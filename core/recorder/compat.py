@@ -8,6 +8,7 @@ one view ("not available on torch X.Y: ...") instead of the whole tool.
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -19,6 +20,33 @@ TORCH_VERSION = torch.__version__.split("+")[0]
 
 def unavailable(what: str, exc: BaseException) -> str:
     return f"{what} is not available on torch {TORCH_VERSION} ({type(exc).__name__}: {exc})"
+
+
+def wrap_compiled_functions(
+    wrap: Callable[[Callable[..., Any], Any], Callable[..., Any]], what: str
+) -> str | None:
+    """Every function `torch.compile` returns (not a module) goes through `wrap(compiled, fn)`, and the
+    program gets what that returns; a wrapper that raises leaves torch's own. None when installed,
+    else why not (`what` names what needs it)."""
+    try:
+        import torch._dynamo.eval_frame as ef
+
+        optimize_call = ef.OptimizeContext.__call__
+    except (ImportError, AttributeError) as exc:
+        return unavailable(what, exc)
+
+    @functools.wraps(optimize_call)
+    def optimize_context_call(self: Any, fn: Any) -> Any:
+        result = optimize_call(self, fn)
+        if isinstance(fn, torch.nn.Module) or not inspect.isfunction(result):
+            return result
+        try:
+            return wrap(result, fn)
+        except Exception:  # a capture must never change what the program does
+            return result
+
+    ef.OptimizeContext.__call__ = optimize_context_call
+    return None
 
 
 def disable_compile_caches() -> str | None:

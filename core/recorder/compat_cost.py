@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import json
 import os
 import re
@@ -39,7 +38,7 @@ from typing import Any
 import torch
 
 from tcx.core.ingest.recording import RecordingWriter
-from tcx.core.recorder.compat import current_compile_id, unavailable
+from tcx.core.recorder.compat import current_compile_id, unavailable, wrap_compiled_functions
 from tcx.core.recorder.compat_recompiles import _evaluated_callable, _qualname, _target_of
 
 CALL_SPAN = "tcx.call"  # the profiler range around one measured call
@@ -98,12 +97,9 @@ def install(writer: RecordingWriter, argument: str | None = None) -> str | None:
     """Install the cost capture; None when installed, else why not. `argument`: comma-separated
     `force_eager`, `profile=N`, `warmup=N`, `eager_calls=FILE`."""
     options = _options(argument)
-    try:
-        import torch._dynamo.eval_frame as ef
-
-        optimize_call = ef.OptimizeContext.__call__
-    except (ImportError, AttributeError) as exc:
-        return unavailable("timing the calls of compiled callables", exc)
+    missing = wrap_compiled_functions(_wrap_compiled, "timing the calls of compiled callables")
+    if missing:
+        return missing
     STATE.writer = writer
     STATE.eager = "force_eager" in options
     STATE.profile_limit = max(0, int(options.get("profile", DEFAULT_PROFILE_CALLS)))
@@ -120,7 +116,6 @@ def install(writer: RecordingWriter, argument: str | None = None) -> str | None:
         config["graph_marks"] = _install_graph_marks()
         config["compile_signal"] = _install_compile_signal()
         config["profiler"] = _profiler_reason()
-    _wrap_optimize_context(ef, optimize_call)
     from tcx.core.recorder.captures import at_end
 
     at_end(_finish)
@@ -225,20 +220,6 @@ def _install_compile_signal() -> str | None:
         return reason + "; a call during which Dynamo looked at a new frame counts as warm-up"
     except (ImportError, KeyError) as exc:
         return unavailable("knowing which calls compiled", exc)
-
-
-def _wrap_optimize_context(ef: Any, optimize_call: Any) -> None:
-    @functools.wraps(optimize_call)
-    def optimize_context_call(self: Any, fn: Any) -> Any:
-        result = optimize_call(self, fn)
-        if isinstance(fn, torch.nn.Module) or not inspect.isfunction(result):
-            return result
-        try:
-            return _wrap_compiled(result, fn)
-        except Exception:  # measuring must never change what the program does
-            return result
-
-    ef.OptimizeContext.__call__ = optimize_context_call
 
 
 def _wrap_compiled(compiled: Callable[..., Any], fn: Any) -> Callable[..., Any]:

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 
 from tcx.core.ingest.recording import RecordingWriter
-from tcx.core.recorder.compat import unavailable
+from tcx.core.recorder.compat import wrap_compiled_functions
 from tcx.core.recorder.compat_recompiles import _evaluated_callable, _target_of
 
 MAX_OUTPUT_ELEMENTS = 50_000_000  # elements kept across all calls; later calls are counted, not kept
@@ -72,7 +72,9 @@ def install(writer: RecordingWriter, argument: str | None = None) -> str | None:
     problems = [p for p in (_missing_marks(STATE.marks), _wrap_compile(compile_kwargs)) if p]
     wrapped = None
     if STATE.marks or STATE.outputs_path:
-        wrapped = _wrap_optimize_context()
+        wrapped = wrap_compiled_functions(
+            _wrap_compiled, "seeing the calls of compiled callables (mark_dynamic, outputs)"
+        )
     writer.write(
         "fix_applied",
         config=applied,
@@ -176,28 +178,6 @@ def _assign(item: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # a remedy that cannot be applied says so; the run goes on without it
         done["error"] = f"{type(exc).__name__}: {exc}"
     return done
-
-
-def _wrap_optimize_context() -> str | None:
-    try:
-        import torch._dynamo.eval_frame as ef
-
-        optimize_call = ef.OptimizeContext.__call__
-    except (ImportError, AttributeError) as exc:
-        return unavailable("seeing the calls of compiled callables (mark_dynamic, outputs)", exc)
-
-    @functools.wraps(optimize_call)
-    def optimize_context_call(self: Any, fn: Any) -> Any:
-        result = optimize_call(self, fn)
-        if isinstance(fn, torch.nn.Module) or not inspect.isfunction(result):
-            return result
-        try:
-            return _wrap_compiled(result, fn)
-        except Exception:  # applying a remedy must never change what the program does otherwise
-            return result
-
-    ef.OptimizeContext.__call__ = optimize_context_call
-    return None
 
 
 def _wrap_compiled(compiled: Callable[..., Any], fn: Any) -> Callable[..., Any]:

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from tcx.core.ingest.recording import RecordingWriter
-from tcx.core.recorder.compat import TORCH_VERSION, unavailable
+from tcx.core.recorder.compat import TORCH_VERSION, unavailable, wrap_compiled_functions
 from tcx.core.torchtext.guards import guard_code, scoped_sources
 
 MAX_CALL_EVENTS = 1000
@@ -63,14 +63,15 @@ def install(writer: RecordingWriter) -> str | None:
     """Install the per-call capture; None when installed, else why not."""
     try:
         import torch._dynamo.convert_frame as cf
-        import torch._dynamo.eval_frame as ef
         from torch._dynamo.eval_frame import _debug_get_cache_entry_list
 
         set_hook = torch._C._dynamo.eval_frame.set_guard_complete_hook
-        optimize_call = ef.OptimizeContext.__call__
         catch_call = cf.CatchErrorsWrapper.__call__
     except (ImportError, AttributeError) as exc:
         return unavailable("the per-call cache capture (recompiles timeline)", exc)
+    missing = wrap_compiled_functions(_wrap_compiled, "the per-call cache capture (recompiles timeline)")
+    if missing:
+        return missing
     STATE.writer = writer
     STATE.get_entries = _debug_get_cache_entry_list
     from tcx.core.recorder.captures import at_end, at_start
@@ -87,18 +88,6 @@ def install(writer: RecordingWriter) -> str | None:
         return cache_hit
 
     previous[0] = set_hook(guard_complete)
-
-    @functools.wraps(optimize_call)
-    def optimize_context_call(self: Any, fn: Any) -> Any:
-        result = optimize_call(self, fn)
-        if isinstance(fn, torch.nn.Module) or not inspect.isfunction(result):
-            return result
-        try:
-            return _wrap_compiled(result, fn)
-        except Exception:  # recording must never change what the program does
-            return result
-
-    ef.OptimizeContext.__call__ = optimize_context_call
 
     @functools.wraps(catch_call)
     def catch_errors_call(self: Any, frame: Any, cache_entry: Any, frame_state: Any) -> Any:
