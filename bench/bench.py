@@ -753,6 +753,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--regen-log", action="store_true", help="write the large TORCH_TRACE log again")
     parser.add_argument("--skip-big", action="store_true", help="skip the big-run rows (bench/big_runs.py)")
     parser.add_argument("--only-big", action="store_true", help="run only the big-run rows")
+    parser.add_argument(
+        "--against",
+        metavar="REV",
+        help="the big-run rows of the tcx at git revision REV too, interleaved (before/after)",
+    )
     parser.add_argument("--output", type=Path, default=RESULTS / "latest.json", help="where the JSON goes")
     args = parser.parse_args(argv)
     if args.quick:
@@ -862,7 +867,30 @@ def run_big(args: argparse.Namespace) -> dict[str, Any] | None:
     log = large_log(args.regen_log)
     env = base_env()
     say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
-    return big_runs.big_runs(tcx_argv(), log, args.runs, env, say)
+    before = earlier_tcx(args.against) if args.against else None
+    return big_runs.big_runs(tcx_argv(), log, args.runs, env, say, before)
+
+
+def earlier_tcx(rev: str) -> big_runs.Before:
+    """The tcx of git revision `rev`, run from a worktree under bench/results/ (with this
+    interpreter and its torch) through a tree of links laid out as the installed package."""
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", rev], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if commit.returncode != 0:
+        raise BenchError(f"--against {rev}: not a git revision here ({commit.stderr.strip()})")
+    short = commit.stdout.strip()
+    tree = RESULTS / "against" / short
+    if not tree.is_dir():
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), short], cwd=ROOT, check=True)
+    layout = RESULTS / "against" / f"{short}-layout"
+    shutil.rmtree(layout, ignore_errors=True)
+    (layout / "tcx").mkdir(parents=True)
+    for module in (tree / "tcx").glob("*.py"):
+        (layout / "tcx" / module.name).symlink_to(module)
+    for folder in ("cli", "core", "renderers", "tui"):
+        (layout / "tcx" / folder).symlink_to(tree / folder)
+    return big_runs.Before(short, ["env", f"PYTHONPATH={layout}", PYTHON, "-P", "-m", "tcx"])  # -P: not ./tcx
 
 
 def big_runs_only(args: argparse.Namespace, results: dict[str, Any], started: float) -> int:

@@ -36,7 +36,7 @@ FRAME_STRIDE = 100_000  # frame ids of copy k start at k * FRAME_STRIDE
 TLPARSE_HUGE_TIMEOUT_S = 900
 
 # Goals (issue 13).
-GOAL_VIEW_RATIO = 0.5  # every view, at most half of tlparse's time on the same log
+GOAL_VIEW_RATIO = 0.25  # every view, at most a quarter of tlparse's time on the same log (issue 24)
 GOAL_FIRST_OUTPUT_S = 1.0
 GOAL_HTML_RATIO = 1.0
 GOAL_HTML_RSS_MB = 400
@@ -158,17 +158,27 @@ def views_vs_tlparse(
     env: dict[str, str],
     workdir: Path,
     log: Callable[[str], None],
+    before: Before | None = None,
 ) -> dict[str, Any]:
-    """Every view (default text to a pipe; --all rows too) against `tlparse LOG` on the same log."""
+    """Every view (default text to a pipe; --all rows too) against `tlparse LOG` on the same log;
+    with `before`, the same rows of an earlier tcx, interleaved with these."""
     ref = Timed("tlparse LOG", tlparse_argv(tlparse, log_file, workdir / "tlparse_out"))
-    views = [
-        Timed(f"tcx {label}", [*tcx, *(str(log_file) if a == "LOG" else a for a in args)])
-        for label, args in VIEW_ROWS
-    ]
-    measure([ref, *views], runs, env, log)
+
+    def rows_of(argv: list[str], tag: str) -> list[Timed]:
+        return [
+            Timed(f"tcx{tag} {label}", [*argv, *(str(log_file) if a == "LOG" else a for a in args)])
+            for label, args in VIEW_ROWS
+        ]
+
+    views = rows_of(tcx, "")
+    earlier = rows_of(before.argv, f"@{before.rev}") if before else []
+    order = [ref]
+    for i, v in enumerate(views):
+        order += [v, earlier[i]] if earlier else [v]
+    measure(order, runs, env, log)
     base = ref.median("wall_s")
     rows = []
-    for v in views:
+    for i, v in enumerate(views):
         ratio = v.median("wall_s") / base
         first = v.median("first_output_s")
         rows.append(
@@ -176,6 +186,7 @@ def views_vs_tlparse(
                 **v.summary(),
                 "ratio_wall": round(ratio, 3),
                 "ok": ratio <= GOAL_VIEW_RATIO and first <= GOAL_FIRST_OUTPUT_S,
+                "before": _before(earlier[i], base) if earlier else None,
             }
         )
     return {
@@ -186,6 +197,23 @@ def views_vs_tlparse(
         "rows": rows,
         "goal_ratio_max": GOAL_VIEW_RATIO,
         "goal_first_output_s_max": GOAL_FIRST_OUTPUT_S,
+        "before_rev": before.rev if before else None,
+    }
+
+
+@dataclass(frozen=True)
+class Before:
+    """An earlier tcx (`bench.py --against REV`): its commit and how to run it."""
+
+    rev: str
+    argv: list[str]
+
+
+def _before(timed: Timed, reference_s: float) -> dict[str, Any]:
+    return {
+        "median_wall_s": round(timed.median("wall_s"), 3),
+        "peak_rss_mb": round(max(r.peak_rss_mb for r in timed.runs), 1),
+        "ratio_wall": round(timed.median("wall_s") / reference_s, 3),
     }
 
 
@@ -197,13 +225,18 @@ def html_report(
     env: dict[str, str],
     workdir: Path,
     log: Callable[[str], None],
+    before: Before | None = None,
 ) -> dict[str, Any]:
     page = workdir / "report.html"
     html = Timed(
         "tcx report --format html", [*tcx, "report", str(log_file), "--format", "html", "-o", str(page)]
     )
     ref = Timed("tlparse LOG", tlparse_argv(tlparse, log_file, workdir / "tlparse_html"))
-    measure([html, ref], runs, env, log)
+    earlier = before and Timed(
+        f"tcx@{before.rev} report --format html",
+        [*before.argv, "report", str(log_file), "--format", "html", "-o", str(workdir / "before.html")],
+    )
+    measure([html, ref, *([earlier] if earlier else [])], runs, env, log)
     ratio = html.median("wall_s") / ref.median("wall_s")
     screen = first_screen(page, workdir, env)
     rss = html.summary()["peak_rss_mb"]
@@ -215,6 +248,7 @@ def html_report(
         "html_mb": round(page.stat().st_size / 2**20, 2),
         "tlparse_out_mb": round(folder_bytes(workdir / "tlparse_html") / 2**20, 2),
         "first_screen_s": screen,
+        "before": _before(earlier, ref.median("wall_s")) if earlier else None,
         "ok": ratio <= GOAL_HTML_RATIO
         and rss <= GOAL_HTML_RSS_MB
         and (screen is None or screen <= GOAL_FIRST_SCREEN_S),
@@ -282,14 +316,26 @@ def huge_log(
     workdir: Path,
     per_mb_ref: float | None,
     log: Callable[[str], None],
+    before: Before | None = None,
 ) -> dict[str, Any]:
     """`tcx explain` of the 1 GB log (time, peak RSS) against tlparse on the same file, or, when
-    tlparse cannot finish it, against tlparse's time per MB on the large log."""
+    tlparse cannot finish it, against tlparse's time per MB on the large log; and the HTML report
+    of that log (peak RSS), with `before` for an earlier tcx too."""
     log(f"  writing the {HUGE_MB} MB log (once) ...")
     huge = make_huge_log(large)
     mb = huge.stat().st_size / 2**20
     explain = Timed("tcx explain HUGE", [*tcx, "explain", str(huge)])
-    measure([explain], 1, env, log)
+    html_args = ["report", str(huge), "--format", "html", "-o", str(workdir / "huge.html")]
+    html = Timed("tcx report --format html HUGE", [*tcx, *html_args])
+    earlier = (
+        [
+            Timed(f"tcx@{before.rev} explain HUGE", [*before.argv, "explain", str(huge)]),
+            Timed(f"tcx@{before.rev} report --format html HUGE", [*before.argv, *html_args]),
+        ]
+        if before
+        else []
+    )
+    measure([explain, html, *earlier], 1, env, log)
     ref = run(tlparse_argv(tlparse, huge, workdir / "tlparse_huge"), env, timeout=TLPARSE_HUGE_TIMEOUT_S)
     log(f"  tlparse HUGE: {ref.wall_s:.1f} s, exit {ref.returncode}, {ref.peak_rss_mb:.0f} MB")
     finished = ref.returncode == 0
@@ -307,6 +353,12 @@ def huge_log(
         "reference_s": round(ref_s, 3),
         "ratio_wall": None if ratio is None else round(ratio, 3),
         "ok": ratio is not None and ratio <= GOAL_HUGE_RATIO and rss <= GOAL_HUGE_RSS_MB,
+        "before": _before(earlier[0], ref_s) if earlier and ref_s else None,
+        "html": {
+            **html.summary(),
+            "ok": html.summary()["peak_rss_mb"] <= GOAL_HTML_RSS_MB,
+            "before": _before(earlier[1], ref_s) if earlier and ref_s else None,
+        },
     }
 
 
@@ -340,7 +392,12 @@ def ranks(
 
 
 def big_runs(
-    tcx: list[str], large: Path, runs: int, env: dict[str, str], log: Callable[[str], None]
+    tcx: list[str],
+    large: Path,
+    runs: int,
+    env: dict[str, str],
+    log: Callable[[str], None],
+    before: Before | None = None,
 ) -> dict[str, Any] | None:
     tlparse = Path(sys.executable).parent / "tlparse"
     if not tlparse.exists():
@@ -350,21 +407,28 @@ def big_runs(
     with tempfile.TemporaryDirectory(prefix="tcx-bench-big-") as tmp:
         work = Path(tmp)
         log("every view vs tlparse on the large log ...")
-        out["views"] = views_vs_tlparse(tcx, tlparse, large, runs, env, work, log)
+        out["views"] = views_vs_tlparse(tcx, tlparse, large, runs, env, work, log, before)
         log("HTML report ...")
-        out["html"] = html_report(tcx, tlparse, large, runs, env, work, log)
+        out["html"] = html_report(tcx, tlparse, large, runs, env, work, log, before)
         log("64 ranks ...")
         out["ranks"] = ranks(tcx, tlparse, runs, env, work, log)
         per_mb = out["views"]["reference"]["median_wall_s"] / out["views"]["log_mb"]
         log(f"{HUGE_MB} MB log ...")
-        out["huge"] = huge_log(tcx, tlparse, large, env, work, per_mb, log)
+        out["huge"] = huge_log(tcx, tlparse, large, env, work, per_mb, log, before)
     return out
 
 
 def table(big: dict[str, Any]) -> str:
-    head = ("measurement", "tcx", "first output", "peak RSS", "reference", "ratio", "goal", "status")
-    rows: list[tuple[str, ...]] = [head]
     views = big["views"]
+    rev = views.get("before_rev")
+    head = ("measurement", "tcx", "first output", "peak RSS", "reference", "ratio", "goal", "status")
+    head += (f"before ({rev}): ratio, RSS",) if rev else ()
+    rows: list[tuple[str, ...]] = [head]
+
+    def earlier(row: dict[str, Any]) -> tuple[str, ...]:
+        b = row.get("before")
+        return (f"{b['ratio_wall']:.2f}, {b['peak_rss_mb']:.0f} MB" if b else "-",) if rev else ()
+
     ref_s = views["reference"]["median_wall_s"]
     for r in views["rows"]:
         rows.append(
@@ -377,6 +441,7 @@ def table(big: dict[str, Any]) -> str:
                 f"{r['ratio_wall']:.2f}",
                 f"<= {GOAL_VIEW_RATIO}, first <= {GOAL_FIRST_OUTPUT_S:.0f} s",
                 status(r["ok"]),
+                *earlier(r),
             )
         )
     h = big["html"]
@@ -391,6 +456,7 @@ def table(big: dict[str, Any]) -> str:
             f"{h['ratio_wall']:.2f}",
             f"<= {GOAL_HTML_RATIO}, <= {GOAL_HTML_RSS_MB} MB",
             status(h["ok"]),
+            *earlier(h),
         )
     )
     g = big["huge"]
@@ -404,6 +470,21 @@ def table(big: dict[str, Any]) -> str:
             "-" if g["ratio_wall"] is None else f"{g['ratio_wall']:.2f}",
             f"<= {GOAL_HUGE_RATIO}, <= {GOAL_HUGE_RSS_MB} MB",
             status(g["ok"]),
+            *earlier(g),
+        )
+    )
+    gh = g["html"]
+    rows.append(
+        (
+            f"report --format html, {g['log_mb'] / 1024:.2f} GB log",
+            f"{gh['median_wall_s']:.2f} s",
+            "",
+            f"{gh['peak_rss_mb']:.0f} MB",
+            "",
+            "",
+            f"<= {GOAL_HTML_RSS_MB} MB",
+            status(gh["ok"]),
+            *earlier(gh),
         )
     )
     k = big["ranks"]
@@ -417,6 +498,7 @@ def table(big: dict[str, Any]) -> str:
             f"{k['ratio_wall']:.2f}",
             f"<= {GOAL_RANKS_RATIO}",
             status(k["ok"]),
+            *(("-",) if rev else ()),
         )
     )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
