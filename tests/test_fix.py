@@ -15,7 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, REPO, TorchTrace, read_torch_trace, run_tcx, torch_trace_records
+from conftest import PROGRAMS, REPO, TorchTrace, read_torch_trace, run_tcx
+from fix_runs import counts, figures, fix_json, recompile_reasons, remedy
 
 pytestmark = [pytest.mark.torch]
 
@@ -34,45 +35,6 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def fix_json(program: str, logs: Path, *extra: str) -> dict:
-    proc = run_tcx(
-        "fix",
-        str(PROGRAMS / program),
-        "--no-save",
-        "--keep-logs",
-        str(logs),
-        "--format",
-        "json",
-        *extra,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
-
-
-def remedy(doc: dict, change: str) -> dict:
-    found = [r for r in doc["remedies"] if change in r["change"]]
-    assert len(found) == 1, [r["change"] for r in doc["remedies"]]
-    return found[0]
-
-
-def counts(trace: TorchTrace) -> dict[str, int]:
-    return {"graph_breaks": trace.graph_breaks, "graphs": trace.graphs, "recompiles": trace.recompiles}
-
-
-def figures(doc_figures: dict) -> dict[str, int]:
-    return {k: doc_figures[k] for k in ("graph_breaks", "graphs", "recompiles")}
-
-
-def recompile_reasons(trace: Path) -> list[str]:
-    """The payloads of torch's `recompile_reasons` artifacts: each cache entry's failing guard."""
-    return [
-        payload
-        for name, md, payload in torch_trace_records(trace)
-        if name == "artifact" and md["artifact"]["name"] == "recompile_reasons"
-    ]
-
-
 def lines_with_breaks(trace: TorchTrace) -> set[str]:
     return {line for _file, line, _reason in trace.break_sites}
 
@@ -82,7 +44,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
     logs = tmp_path_factory.mktemp("fix_demo") / "logs"
     # each finding's first remedy (the .item() and print configs, the torch.cond rewrite, mark_dynamic);
     # the recompile's other remedies (maybe_mark_dynamic, shapes_spec, dynamic=True) are left out
-    return fix_json("demo.py", logs, "--backend", "eager", "--max-runs", "4"), logs
+    return fix_json(PROGRAMS / "demo.py", logs, "--backend", "eager", "--max-runs", "4"), logs
 
 
 def test_the_baseline_is_torchs_count_of_the_program_as_it_runs(demo):
@@ -210,7 +172,7 @@ def test_a_branch_rewritten_as_torch_cond_on_a_copy_is_verified_with_torchs_coun
 
 def test_mark_dynamic_on_a_size_the_code_specializes_is_not_verified(tmp_path):
     logs = tmp_path / "logs"
-    doc = fix_json("fix_specialized.py", logs)
+    doc = fix_json(PROGRAMS / "fix_specialized.py", logs)
     baseline = read_torch_trace(logs / "baseline")
     assert figures(doc["before"]) == counts(baseline) and baseline.recompiles == 1
     marked = remedy(doc, "._dynamo.mark_dynamic(x, 0)")
@@ -234,7 +196,7 @@ def test_mark_dynamic_on_a_size_the_code_specializes_is_not_verified(tmp_path):
 
 def test_outputs_a_program_does_not_repeat_are_not_blamed_on_the_remedy(tmp_path):
     logs = tmp_path / "logs"
-    doc = fix_json("fix_unseeded.py", logs)
+    doc = fix_json(PROGRAMS / "fix_unseeded.py", logs)
     r = remedy(doc, "reorderable_logging_functions")
     after = read_torch_trace(Path(r["trace_log"]))
     assert figures(r["after"]) == counts(after) and after.graph_breaks == 0

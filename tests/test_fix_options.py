@@ -17,41 +17,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, TorchTrace, compile_id, read_torch_trace, run_tcx, torch_trace_records
+from conftest import PROGRAMS, compile_id, read_torch_trace, run_tcx, torch_trace_records
+from fix_runs import counts, figures, fix_json, recompile_reasons, remedy
 
 pytestmark = [pytest.mark.torch]
 
 OPTIONS = PROGRAMS / "fix_options"
-
-
-def fix_json(program: Path, logs: Path, *extra: str) -> dict:
-    proc = run_tcx(
-        "fix", str(program), "--no-save", "--keep-logs", str(logs), "--format", "json", *extra, timeout=900
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
-
-
-def remedy(doc: dict, change: str) -> dict:
-    found = [r for r in doc["remedies"] if change in r["change"]]
-    assert len(found) == 1, [r["change"] for r in doc["remedies"]]
-    return found[0]
-
-
-def counts(trace: TorchTrace) -> dict[str, int]:
-    return {"graph_breaks": trace.graph_breaks, "graphs": trace.graphs, "recompiles": trace.recompiles}
-
-
-def figures(doc_figures: dict) -> dict[str, int]:
-    return {k: doc_figures[k] for k in ("graph_breaks", "graphs", "recompiles")}
-
-
-def recompile_reasons(trace: Path) -> list[str]:
-    return [
-        payload
-        for name, md, payload in torch_trace_records(trace)
-        if name == "artifact" and md["artifact"]["name"] == "recompile_reasons"
-    ]
 
 
 def torch_compile_seconds(trace: Path) -> dict[str, float]:

@@ -17,7 +17,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import PROGRAMS, REPO, TorchTrace, read_torch_trace, run_tcx, tool
+from conftest import PROGRAMS, REPO, TorchTrace, read_torch_trace, tool
+from fix_runs import counts, figures, fix_json, remedy
 
 pytestmark = [pytest.mark.torch]
 
@@ -30,25 +31,7 @@ def fix_run(factory: pytest.TempPathFactory, program: str, *extra: str) -> tuple
     path = FIX / program
     before = path.read_bytes()
     logs = factory.mktemp(program.removesuffix(".py")) / "logs"
-    proc = run_tcx(
-        "fix", str(path), "--no-save", "--keep-logs", str(logs), "--format", "json", *extra, timeout=900
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout), logs, before
-
-
-def remedy(doc: dict, change: str) -> dict:
-    found = [r for r in doc["remedies"] if change in r["change"]]
-    assert len(found) == 1, [r["change"] for r in doc["remedies"]]
-    return found[0]
-
-
-def counts(trace: TorchTrace) -> dict[str, int]:
-    return {"graph_breaks": trace.graph_breaks, "graphs": trace.graphs, "recompiles": trace.recompiles}
-
-
-def figures(doc_figures: dict) -> dict[str, int]:
-    return {k: doc_figures[k] for k in ("graph_breaks", "graphs", "recompiles")}
+    return fix_json(path, logs, *extra), logs, before
 
 
 def break_lines(trace: TorchTrace) -> set[str]:
