@@ -8,6 +8,7 @@ config set by hand, no tcx anywhere. Runs use the eager backend (Dynamo only) to
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
@@ -239,3 +240,36 @@ def test_a_recording_or_a_log_is_refused_with_exit_code_2():
     proc = run_tcx("fix", str(REPO / "fixtures" / "gpu" / "h200_cudagraphs_real.tcx"))
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "tcx fix runs a program" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_remedy_whose_finding_gives_way_to_another_is_not_verified(tmp_path):
+    """On torch's own logs of the demo and its mark_static re-run (Inductor): the targeted guard is
+    gone, but a size-mismatch recompile of the same frame took its place, so nothing went down."""
+    from tcx.core.fix.candidates import candidates
+    from tcx.core.fix.verify import Run, _why_not, measure
+    from tcx.core.ingest.trace_log import load_trace
+    from tcx.core.model import build_model
+    from tcx.core.selection import whole_run
+    from tcx.core.views.explain import explain
+    from tcx.core.views.recompiles import analyze
+
+    def run_of(name: str) -> Run:
+        log = REPO / "tests" / "data" / "fix" / f"demo_inductor_{name}.log.gz"
+        model = build_model(load_trace(log), "trace")
+        selection = whole_run(model)
+        ex = explain(model, selection)
+        return Run(model, selection, ex, analyze(model, selection), measure(model, selection, ex), outputs="")
+
+    def torchs_counts(name: str) -> dict[str, int]:
+        log = tmp_path / f"{name}.log"
+        log.write_bytes(
+            gzip.decompress((REPO / "tests" / "data" / "fix" / f"demo_inductor_{name}.log.gz").read_bytes())
+        )
+        return counts(read_torch_trace(log))
+
+    baseline, after = run_of("baseline"), run_of("mark_static")
+    assert torchs_counts("baseline") == torchs_counts("mark_static") == figures(after.figures.to_json())
+    [static] = [r for r in candidates(baseline.ex, baseline.recompiles, False) if "mark_static" in r.change]
+    why = _why_not(static, baseline, after, True, None)
+    assert why == ["nothing went down: as many graph breaks, graphs and recompiles as before"]
+    assert not any("the finding stayed" in w for w in why)  # the targeted guard itself is gone
