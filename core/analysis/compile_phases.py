@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tcx.core.model import RunModel
 
@@ -107,7 +108,7 @@ class CompileTime:
 def compile_times(model: RunModel) -> dict[str, CompileTime]:
     """compile id -> its time, for every compile id torch timed or measured in this run."""
     out: dict[str, CompileTime] = {}
-    steps: dict[str, list[dict[str, Any]]] = {}
+    steps: dict[str, list[Step]] = {}
     for cid, comp in model.compiles.items():  # the model's one value (core/model/consumers.py)
         if comp.compile_time_s is not None or comp.metrics:
             out[cid] = CompileTime(cid, comp.compile_time_s)
@@ -122,16 +123,30 @@ def compile_times(model: RunModel) -> dict[str, CompileTime]:
     return out
 
 
-def _step(payload: str | None) -> dict[str, Any] | None:
+class Step(NamedTuple):
+    """What a phase needs of one chromium step, not the whole event (a 1 GB log has ~10^6 of them)."""
+
+    ts: float
+    ph: str  # B (begin) or E (end)
+    name: str
+    cache_state: Any = None  # an `inductor_compile` end's args
+    is_backward: Any = None
+
+
+def _step(payload: str | None) -> Step | None:
     try:
         step = json.loads(payload or "")
     except ValueError:
         return None
     if not isinstance(step, dict) or step.get("ph") not in ("B", "E"):
         return None
-    if not isinstance(step.get("name"), str) or not _timestamp(step.get("ts")):
+    name, ts = step.get("name"), step.get("ts")
+    if not isinstance(name, str) or not _timestamp(ts):
         return None
-    return step
+    args = step.get("args") if name == "inductor_compile" and step["ph"] == "E" else None
+    if isinstance(args, dict):
+        return Step(float(ts), step["ph"], sys.intern(name), args.get("cache_state"), args.get("is_backward"))
+    return Step(float(ts), step["ph"], sys.intern(name))
 
 
 # A chromium step's `ts` is a point in time (µs since the epoch), not a duration: any finite,
@@ -148,7 +163,7 @@ def _timestamp(value: Any) -> bool:
         return False
 
 
-def _attribute(steps: list[dict[str, Any]]) -> tuple[dict[str, float], list[dict[str, Any]]]:
+def _attribute(steps: list[Step]) -> tuple[dict[str, float], list[dict[str, Any]]]:
     """Self time per phase: each interval between two step boundaries goes to the innermost open
     step that has a phase. Also every finished `inductor_compile` (one graph through Inductor),
     with its duration and the cache state torch attached to it."""
@@ -156,25 +171,24 @@ def _attribute(steps: list[dict[str, Any]]) -> tuple[dict[str, float], list[dict
     graphs: list[dict[str, Any]] = []
     stack: list[tuple[str, float, str | None]] = []  # (step, start µs, phase)
     last: float | None = None
-    for step in sorted(steps, key=lambda s: s["ts"]):
-        ts = float(step["ts"])
+    for step in sorted(steps, key=lambda s: s.ts):
+        ts = step.ts
         if last is not None and stack:
             phase = next((p for _, _, p in reversed(stack) if p), None) or "other"
             phases[phase] = phases.get(phase, 0.0) + max(0.0, ts - last) / 1e6
         last = ts
-        name = step["name"]
-        if step["ph"] == "B":
+        name = step.name
+        if step.ph == "B":
             stack.append((name, ts, phase_of(name)))
             continue
         for i in range(len(stack) - 1, -1, -1):
             if stack[i][0] == name:
                 if name == "inductor_compile":
-                    args = step.get("args") if isinstance(step.get("args"), dict) else {}
                     graphs.append(
                         {
                             "seconds": (ts - stack[i][1]) / 1e6,
-                            "cache_state": args.get("cache_state"),
-                            "is_backward": args.get("is_backward"),
+                            "cache_state": step.cache_state,
+                            "is_backward": step.is_backward,
                         }
                     )
                 del stack[i:]

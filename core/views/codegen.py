@@ -8,6 +8,7 @@ Pure and torch-free; works on live runs, saved recordings and TORCH_TRACE logs.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from tcx.core.analysis.preview_notes import preview_notes, recorded_preview, resolve_device
 from tcx.core.frames import innermost_user_frame, parse_stack_trace
 from tcx.core.ingest.event_schema import seconds
-from tcx.core.ingest.lazy_items import LazyItems
+from tcx.core.ingest.lazy_items import LazyItems, stream
 from tcx.core.ingest.trace_events import TraceEvent
 from tcx.core.model import RunModel
 from tcx.core.selection import Selection, whole_run
@@ -175,6 +176,16 @@ class CodegenView:
     @property
     def kernel_count(self) -> int:
         return len(self.kernels)
+
+    def counts_by_compile(self) -> tuple[Counter[str | None], Counter[str | None]]:
+        """Kernels and extern calls per compile id, in one pass that keeps no parsed section (the
+        report's overview of a 1 GB log would otherwise hold every compile's code, hundreds of MB)."""
+        kernels: Counter[str | None] = Counter()
+        externs: Counter[str | None] = Counter()
+        for s in stream(self.sections):
+            kernels.update(k.compile_id for k in s.kernels)
+            externs.update(e.compile_id for e in s.extern_calls)
+        return kernels, externs
 
 
 def output_codes(model: RunModel) -> list[OutputCode]:

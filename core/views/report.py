@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tcx.core.model import RunModel
 from tcx.core.selection import Selection, whole_run
@@ -22,6 +22,8 @@ from tcx.core.views.explain import Explanation, explain
 from tcx.core.views.explain import to_json as explain_json
 from tcx.core.views.registry import all_captures, report_views
 from tcx.core.views.run_facts import run_facts
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from tcx.core.views.graphs import CompileGraphs
@@ -220,10 +222,12 @@ def _pipeline(
         views,
         failures,
         lambda: {c.compile_id: len(c.instructions) for c in trace.compiles if not c.attempt},
+        {},
     )
-    aot = _summed("graphs", views, failures, lambda: {c.compile_id: _aot(c) for c in graphs_view.compiles})
-    kernels = _summed("codegen", views, failures, lambda: Counter(k.compile_id for k in codegen.kernels))
-    externs = _summed("codegen", views, failures, lambda: Counter(e.compile_id for e in codegen.extern_calls))
+    aot = _summed(
+        "graphs", views, failures, lambda: {c.compile_id: _aot(c) for c in graphs_view.compiles}, {}
+    )
+    kernels, externs = _summed("codegen", views, failures, lambda: codegen.counts_by_compile(), ({}, {}))
     breaks = Counter(b.compile_id or "?" for b in model.graph_breaks)
     rows = []
     for cid, comp in model.compiles.items():
@@ -250,16 +254,16 @@ def _pipeline(
     return rows
 
 
-def _summed(name: str, views: dict[str, Any], failures: dict[str, str], sums: Callable[[], dict]) -> dict:
-    """`sums()` over view `name`; {} when the view is missing or breaks (it is then reported)."""
+def _summed(name: str, views: dict[str, Any], failures: dict[str, str], sums: Callable[[], T], empty: T) -> T:
+    """`sums()` over view `name`; `empty` when the view is missing or breaks (it is then reported)."""
     if views.get(name) is None:
-        return {}
+        return empty
     try:
         return sums()
     except Exception as exc:  # one view failing must not sink the report
         views[name] = None
         failures[name] = _failure(name, "built", exc)
-        return {}
+        return empty
 
 
 def _aot(g: CompileGraphs) -> AotStage:
