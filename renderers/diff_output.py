@@ -36,6 +36,8 @@ def terminal(d: Diff, console: Console) -> None:
         console.print(Text(f"The runs compiled differently: {clean(item)}", style="warn"))
     if d.conditions_differ:
         console.print(Text("Counts below may differ for that reason alone.", style="muted"))
+    for item in d.programs_failed:
+        console.print(Text(f"{clean(item)}: its counts are of the part that ran", style="bad"))
     table = Table(box=None, padding=(0, 2), header_style="muted")
     for col, justify in (("", "left"), ("A", "right"), ("B", "right"), ("Δ", "right")):
         table.add_column(col, justify=justify)
@@ -80,6 +82,8 @@ def markdown(d: Diff) -> str:
         "",
         *[f"> **The runs compiled differently:** {esc(item)}" for item in d.conditions_differ],
         *(["> Counts below may differ for that reason alone.", ""] if d.conditions_differ else []),
+        *[f"> **{esc(item)}**: its counts are of the part that ran" for item in d.programs_failed],
+        *([""] if d.programs_failed else []),
         "| | A | B | Δ |",
         "|---|---:|---:|---:|",
     ]

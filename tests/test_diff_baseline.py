@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import PROGRAMS, run_tcx
+from conftest import PROGRAMS, REPO, TRACE_FIXTURES, run_tcx
 
 pytestmark = pytest.mark.torch
 
@@ -123,3 +123,23 @@ def test_a_malformed_baseline_is_an_input_error_naming_what_is_wrong(runs, tmp_p
         proc = run_tcx(*args)
         assert proc.returncode == 4, (args, proc.stdout, proc.stderr)
         assert says in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_side_whose_program_did_not_finish_is_said_first_and_is_a_regression_on_b():
+    """A saved H200 run whose program raised (RuntimeError from Inductor's CUDA-graph pools) against
+    a log of a run that finished: its counts are of the part that ran, and a B that did not finish
+    is worse than an A that did."""
+    ok = str(TRACE_FIXTURES / "tlparse-tests" / "inputs" / "simple.log")
+    failed = str(REPO / "fixtures" / "gpu" / "h200_cudagraphs_real.tcx")
+    worse = run_tcx("diff", ok, failed, "--format", "json")
+    doc = json.loads(worse.stdout)
+    assert doc["programs_failed"] == ["B: the program did not finish (exception: RuntimeError)"]
+    assert doc["regressions"][0] == "the program did not finish: RuntimeError"
+    assert run_tcx("diff", ok, failed, "--fail-on-regression").returncode == 1
+    better = json.loads(run_tcx("diff", failed, ok, "--format", "json").stdout)
+    assert better["programs_failed"] == ["A: the program did not finish (exception: RuntimeError)"]
+    assert not any("did not finish" in r for r in better["regressions"])
+    text = run_tcx("diff", ok, failed).stdout
+    assert "B: the program did not finish (exception: RuntimeError): its counts are of the part" in " ".join(
+        text.split()
+    )

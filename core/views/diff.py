@@ -49,8 +49,23 @@ class Diff:
         return out
 
     @property
+    def programs_failed(self) -> list[str]:
+        """Each side whose program did not finish: its counts are of the part that ran."""
+        return [
+            f"{name}: the program did not finish ({side.ended}"
+            + (f": {side.failure})" if side.failure else ")")
+            for name, side in (("A", self.a), ("B", self.b))
+            if side.failed
+        ]
+
+    @property
     def regressions(self) -> list[str]:
-        out = [
+        out = (
+            [f"the program did not finish: {self.b.failure or self.b.ended}"]
+            if self.b.failed and not self.a.failed
+            else []
+        )
+        out += [
             f"{key}: {a} -> {b}" for key, (a, b) in self.counts.items() if key in WORSE_WHEN_HIGHER and b > a
         ]
         out += [f"new graph break: {s.text}" for s in self.breaks_added]
@@ -75,6 +90,7 @@ class Diff:
             "compile_time_s": {k: {"a": a, "b": b} for k, (a, b) in self.compile_time.items()},
             "caches": {f"{c}.{s}": {"a": a, "b": b} for (c, s), (a, b) in self.caches.items()},
             "conditions_differ": self.conditions_differ,
+            "programs_failed": self.programs_failed,
             "regressions": self.regressions,
         }
 

@@ -90,12 +90,21 @@ class RunFacts:
     kernels: list[KernelFact]
     compile_time_s: dict[str, float]
     caches: dict[str, dict[str, int]] = field(default_factory=dict)  # cache -> state -> lookups
+    # how the program ended ("ok", "exception", ...; "not recorded" for a log or an older baseline)
+    # and, when it failed, with what (an exception type, a signal)
+    ended: str = "not recorded"
+    failure: str | None = None
     schema: str = SCHEMA
     tcx_version: str = __version__
 
     @property
     def target(self) -> str:
         return str(self.side.get("target") or "?")
+
+    @property
+    def failed(self) -> bool:
+        """The program did not finish, so its counts are of the part that ran."""
+        return self.ended not in ("ok", "not recorded")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -108,6 +117,7 @@ class RunFacts:
             "kernels": [k.to_json() for k in self.kernels],
             "compile_time_s": dict(self.compile_time_s),
             "caches": {c: dict(s) for c, s in self.caches.items()},
+            "program": {"status": self.ended, "failure": self.failure},
         }
 
     @classmethod
@@ -115,6 +125,7 @@ class RunFacts:
         """A facts document (a baseline file) read back into the types; InputError names what is wrong."""
         if not isinstance(doc, dict):
             raise InputError(f"{origin}: the facts are not a JSON object.")
+        program = doc.get("program") if isinstance(doc.get("program"), dict) else {}
         try:
             return cls(
                 side={k: doc.get(k) for k in SIDE_KEYS},
@@ -133,6 +144,8 @@ class RunFacts:
                     for c, states in (doc.get("caches") or {}).items()
                     if isinstance(states, dict)
                 },
+                ended=str(program.get("status") or "not recorded"),
+                failure=None if program.get("failure") is None else str(program["failure"]),
                 schema=str(doc.get("schema") or SCHEMA),
                 tcx_version=str(doc.get("tcx_version") or "?"),
             )
@@ -211,6 +224,8 @@ def run_facts(
         kernels=kernel_facts(model, selection),
         compile_time_s=_phases(model, selection),
         caches=cache_counts(model, selection),
+        ended=model.status.program.status,
+        failure=model.status.program.exc_type or model.status.program.signal,
     )
 
 
