@@ -20,7 +20,6 @@ API_TEXT = {
     "export": "torch.export.export",
     "draft_export": "torch.export.draft_export",
     "aoti_compile_and_package": "torch._inductor.aoti_compile_and_package",
-    "log": "export found in the log",
 }
 
 
@@ -43,7 +42,9 @@ def render_export(view: ExportView, console: Console, *, guards: bool = True) ->
         counts.append("  ")
     console.print(counts)
     if not view.exports and not view.aoti:
-        console.print(Text("No torch.export call was recorded.", style="muted"))
+        found = "in this log" if view.model.source_kind == "trace" else "was recorded"
+        console.print(Text(f"No torch.export call {found}.", style="muted"))
+        render_notes(view, console)
         return
     for run in view.exports:
         console.print()
@@ -51,6 +52,13 @@ def render_export(view: ExportView, console: Console, *, guards: bool = True) ->
     for compile_ in view.aoti:
         console.print()
         render_aoti(compile_, console)
+    render_notes(view, console)
+
+
+def render_notes(view: ExportView, console: Console) -> None:
+    for note in view.notes:
+        console.print()
+        console.print(Text(f"note: {clean(note)}", style="muted"))
 
 
 def render_program_end(view: ExportView, console: Console) -> None:
@@ -78,17 +86,25 @@ def render_run(run: ExportRun, view: ExportView, console: Console, *, guards: bo
         title.append(" (strict)" if run.strict else " (non-strict)", style="muted")
     outcome = {True: "ok", False: "failed", None: "outcome not in the log"}[run.ok]
     title.append(f" · {outcome}", style=style)
+    if run.exc_type and run.logged_as:
+        title.append(f" ({clean(run.exc_type.rsplit('.', 1)[-1])})", style=style)
     if run.seconds is not None:
         title.append(f" in {run.seconds:.2f} s", style="muted")
     if run.call_site and run.call_site.get("file"):
         title.append(
             f" · called at {location(run.call_site.get('file'), run.call_site.get('line'))}", style="muted"
         )
+    if run.logged_as:
+        title.append(f" · from a {clean(run.logged_as)} log".replace(" log log", " log"), style="muted")
     console.print(title)
     if run.package_path:
         console.print(Text(f"  package {clean(run.package_path)}", style="muted"))
     for number, issue in enumerate(run.issues, start=1):
         render_issue(number, issue, view, console)
+    if run.log_lacks:
+        console.print()
+        for lack in run.log_lacks:
+            _labelled(console, "not logged", lack, style="muted")
     if guards and run.guards_added:
         render_guards(run, console)
     for spec in run.specializations:
@@ -122,6 +138,8 @@ def render_issue(number: int, issue: ExportIssue, view: ExportView, console: Con
     elif issue.op:
         console.print(Text(f"     op {clean(issue.op)} (torch names the op, not a line)", style="muted"))
     _labelled(console, "torch", _first_paragraph(issue.message))
+    if issue.caveat:
+        _labelled(console, "note", issue.caveat, style="muted")
     _labelled(console, "fix", issue.suggestion, style="good")
 
 

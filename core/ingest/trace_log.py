@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from tcx.core.errors import InputError
+from tcx.core.ingest.draft_logs import draft_logs_note
 from tcx.core.ingest.recording import Recording
 from tcx.core.ingest.trace_events import TraceEvent, event_name, pack, unpack
 from tcx.core.ingest.trace_lines import PREFIX, Tally
@@ -42,7 +43,9 @@ def load_trace(path: str | Path, *, lazy: bool = True) -> Recording:
     torch_version = None
     big = sum(f.stat().st_size for f in files) > SHARE_ABOVE
     strings: dict[str, str] | None = {} if big else None  # one copy of each metadata string
+    starts: list[int] = []  # where each file's events begin (draft_export writes a log of its own)
     for file in files:
+        starts.append(len(events))
         rank_match = _RANK.search(file.name)
         rank = int(rank_match.group(1)) if rank_match and len(files) > 1 else None
         if lazy:
@@ -73,6 +76,7 @@ def load_trace(path: str | Path, *, lazy: bool = True) -> Recording:
         "format": "torch-trace",
         "target": str(path),
         "files": [str(f) for f in files],
+        "file_starts": starts,
         "torch_version": torch_version,
     }
     return Recording(header=header, events=events, problems=problems, source=str(path))
@@ -101,13 +105,30 @@ def _log_files(path: Path) -> list[Path]:
     if path.is_dir():
         files = sorted(_regular_files(path))
         if not files and not any(path.iterdir()):
-            raise InputError(f"{str(path)!r} is an empty directory: no TORCH_TRACE logs in it.")
+            raise InputError(
+                f"{str(path)!r} is an empty directory: no TORCH_TRACE logs in it.",
+                hint="torch writes a TORCH_TRACE log from its first event on. " + draft_logs_note(),
+            )
         if not files:
             raise InputError(f"{str(path)!r} holds no TORCH_TRACE logs (no non-empty regular file in it).")
-        return files
+        return files if any(_RANK.search(f.name) for f in files) else sorted(files, key=_first_record_time)
     if not path.exists():
         raise InputError(f"no such file: {str(path)!r}.")
     return [path]
+
+
+def _first_record_time(file: Path) -> tuple[str, str]:
+    """When a log's first record was written (its glog prefix `MMDD HH:MM:SS.us`), then its name.
+
+    One process can write several logs to a directory: torch.export.draft_export moves torch's
+    trace to a log of its own (under TORCH_DTRACE), whose stacks name files interned in the logs
+    before it, so a directory of rank-less logs is read in the order torch wrote them."""
+    try:
+        with _open(file) as fh:
+            first = fh.readline(200)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        first = ""
+    return (first[1:22] if PREFIX.match(first) else "~", file.name)
 
 
 def _regular_files(folder: Path) -> Iterator[Path]:

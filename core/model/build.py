@@ -60,7 +60,14 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
             by_kind.setdefault(recorder_kind, []).append(c)
     documents, captures, unknown = Documents(), Captures(), Counter[str]()
     attempts: dict[str, set[int]] = {}
-    for event in rec.events:
+    # A log read from several files: consumers that read a file as one stream are told where each
+    # begins (draft_export's own log follows the log it took torch's trace from).
+    starts = set(_ints(rec.header.get("file_starts"))[1:])
+    file_readers = [c for c in consumers if hasattr(c, "take_log_file")]
+    for index, event in enumerate(rec.events):
+        if index in starts:
+            for reader in file_readers:
+                reader.take_log_file()
         kind: Any = event.get("kind") if isinstance(event, (dict, LogRecord)) else None
         if not isinstance(kind, str):
             continue  # the loaders report malformed events; a model built in memory skips them too
@@ -107,6 +114,10 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
         ranks=ranks,
         recording=rec,
     )
+
+
+def _ints(value: Any) -> list[int]:
+    return [v for v in value if isinstance(v, int)] if isinstance(value, list) else []
 
 
 def _trace_event(event: Any, multi_rank: bool) -> TraceEvent | None:

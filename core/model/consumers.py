@@ -283,11 +283,14 @@ class ExportsConsumer:
         {"str", "graph_dump", "export", "exported_program", "propagate_real_tensors_provenance"}
         | {"missing_fake_kernel", "mismatched_fake_kernel", "guard_added", "guard_added_fast"}
         | {"create_unbacked_symbol", "symbolic_shape_specialization", "inductor_pre_grad_graph"}
+        | {"create_symbol", "describe_source", "compilation_metrics", "guard_on_data_dependent_error"}
+        | {"artifact:make_fx_fail_partial"}
         | {"artifact:before_pre_grad_graph", "artifact:after_pre_grad_graph"}
         | {"artifact:inductor_provenance_tracking_node_mappings"}
         | {"artifact:inductor_provenance_tracking_kernel_stack_traces"}
     )
-    RECORDER = frozenset({"export"})
+    # run_start: a recording (its exports are the capture's calls, never found by stacks)
+    RECORDER = frozenset({"export", "run_start"})
 
     def __init__(self) -> None:
         self.builder = ExportBuilder()
@@ -297,6 +300,9 @@ class ExportsConsumer:
 
     def take_recorder(self, event: dict[str, Any]) -> None:
         self.builder.recorder(event)
+
+    def take_log_file(self) -> None:
+        self.builder.log_file()
 
     def finish(self, facts: Facts) -> None:
         facts.exports = [self.builder.finish(run) for run in self.builder.runs]

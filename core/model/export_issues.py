@@ -1,12 +1,17 @@
 """What went wrong in a torch.export call, in the user's terms: the kind of issue, the user's line,
 torch's message once, and the fix that fits the kind (torch-free).
 
-Three inputs give issues, each in torch's own words:
-- the exception a failed export raised (live runs: type, message, traceback);
-- draft_export's report (live runs: `ep._report`, torch's FailureReport text);
-- the structured trace of a log, read by the rules `tlparse --export` applies: a `guard_added`
-  with prefix `eval`, a `propagate_real_tensors_provenance`, a `missing_fake_kernel`, a
-  `mismatched_fake_kernel` — one issue each.
+Each input gives issues in torch's own words:
+- the exception a failed export raised (live runs: type, message, traceback; a strict export's
+  Dynamo failure in a log's `compilation_metrics`): one issue, or one per violated constraint;
+- draft_export's report (live runs: `ep._report`, torch's FailureReport text; a draft_export log:
+  the events the report is made of);
+- a log's record of a failure: `guard_on_data_dependent_error`, `make_fx_fail_partial` (where
+  torch's trace stopped), the `symbolic_shape_specialization` of a call that failed without an
+  exception record (core/model/export_log.py decides which applies).
+Every issue is placed at the user's line: the exception's stack, else the guard that torch logged
+for the same expression, the data-dependent error's stack, the line that made its symbol, or the
+line of the op in the ExportedProgram.
 """
 
 from __future__ import annotations
@@ -23,24 +28,33 @@ KINDS = (
     "data-dependent guard",
     "specialized dynamic dim",
     "constraint violation",
-    "guard evaluated",
     "missing fake kernel",
     "mismatched fake kernel",
     "graph break (strict)",
     "export error",
 )
-# tlparse's failure types for the trace events it reports (`tlparse --export`).
-TLPARSE_TYPES = {
-    "guard_added": "Guard Evaluated",
-    "propagate_real_tensors_provenance": "Data Dependent Error",
-    "missing_fake_kernel": "Missing Fake Kernel",
-    "mismatched_fake_kernel": "Mismatched Fake Kernel",
+# draft_export's failure types (torch/export/_draft_export.py FailureType) for the events its
+# report is made of.
+DRAFT_TYPES = {
+    "guard_added": "GUARD_ADDED",
+    "propagate_real_tensors_provenance": "DATA_DEPENDENT_ERROR",
+    "missing_fake_kernel": "MISSING_FAKE_KERNEL",
+    "mismatched_fake_kernel": "MISMATCHED_FAKE_KERNEL",
 }
+# A draft_export log cannot say whether its report lists a guard (core/model/export_log.py).
+DRAFT_GUARD_CAVEAT = (
+    "draft_export's report lists this guard only if the export first failed on a constraint "
+    "violation (draft_export then exports again with Dim.AUTO); its log does not say whether it did"
+)
 _DDE_EXPR = re.compile(r"data-dependent expression (?P<expr>.+?) \((?:unhinted|for more)", re.S)
 _SPECIALIZED = re.compile(
     r"You marked (?P<source>.+?) as dynamic but your code specialized it to be a constant "
     r"\((?P<value>[^)]+)\)"
 )
+_EQUAL = re.compile(r"The values of \w+ = (?P<a>\S+) and \w+ = (?P<b>\S+) must always be equal")
+_VIOLATED = re.compile(r"^Constraints violated \((?P<names>.*)\)!.*$", re.M)
+_BULLET = re.compile(r"^\s{1,4}- ", re.M)
+_SOURCE = re.compile(r"L\[[^\]]+\](?:\[[^\]]+\]|\.\w+\(\))*")
 _SUGGESTED = re.compile(r"Suggested fixes:\n(?P<fixes>(?:[ \t]+\S.*\n?)+)")
 _HINT = re.compile(r"^\s*Hint: (?P<hint>.+)$", re.M)
 _GB_TITLE = re.compile(r"^(?P<title>[^\n]+)\n\s+Explanation:", re.M)
@@ -63,8 +77,9 @@ class ExportIssue:
     op: str | None = None  # the custom op, for fake-kernel issues
     result: str | None = None  # what a data-dependent `expr` was specialized to (draft export)
     occurrences: int = 1
-    origin: str = "exception"  # exception | draft_export | trace
-    torch_type: str | None = None  # the exception class, draft's FailureType, or tlparse's type
+    origin: str = "exception"  # exception | draft_export | trace (a log's events)
+    torch_type: str | None = None  # the exception class or draft_export's failure type
+    caveat: str | None = None  # what the input cannot confirm about this issue
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -103,14 +118,31 @@ class Context:
     guards: list[dict[str, Any]] = field(default_factory=list)  # guard_added: expr, sources, file, line, code
     unbacked: dict[str, dict[str, Any]] = field(default_factory=dict)  # u0 -> where it was made
     call_site: dict[str, Any] | None = None  # the program's line that called the export
+    specializations: list[dict[str, Any]] = field(default_factory=list)  # Specialization.to_json()
+    symbol_sources: dict[str, str] = field(default_factory=dict)  # s77 -> L['x'].size()[0]
+    data_dependent: list[tuple[str, dict[str, Any] | None]] = field(default_factory=list)  # expr, where
+    partial: dict[str, Any] | None = None  # the last line torch traced before a failure
+    program_symbols: set[str] | None = None  # symbols in the ExportedProgram's inputs (None: no program)
+    op_lines: dict[str, dict[str, Any]] = field(default_factory=dict)  # op -> its line in the program
 
 
 def from_exception(
-    exc_type: str, message: str, frames: list[dict[str, Any]], ctx: Context, op_schema: dict[str, str] | None
-) -> ExportIssue:
-    """The issue a failed export raised, at the user's line."""
+    exc_type: str,
+    message: str,
+    frames: list[dict[str, Any]],
+    ctx: Context,
+    op_schema: dict[str, str] | None,
+    *,
+    origin: str = "exception",
+) -> list[ExportIssue]:
+    """The issues of the exception a failed export raised, each at the user's line: one per
+    constraint torch says was violated, else one."""
     short = exc_type.rsplit(".", 1)[-1]
     text = _BOILERPLATE.sub("", message).strip()
+    if ("Constraints violated" in text or short == "ConstraintViolationError") and (
+        violations := _violations(text)
+    ):
+        return [_violation_issue(short, *violation, ctx, origin) for violation in violations]
     where = _user_location(text, frames, ctx)
     code = str((where or {}).get("code") or "")
     kind, expr, op = "export error", None, None
@@ -121,36 +153,95 @@ def from_exception(
     elif short == "Unsupported" and "Data-dependent branching" in text:
         kind = "data-dependent branch"
     elif "Constraints violated" in text or short == "ConstraintViolationError":
-        kind = "specialized dynamic dim" if _SPECIALIZED.search(text) else "constraint violation"
-        spec = _SPECIALIZED.search(text)
-        guard = _specializing_guard(ctx, spec["value"] if spec else None)
-        if guard is not None:
-            expr = guard["expr"]
-            if where is None or frame_origin(str(where.get("file"))) != "user":
-                where = guard
+        kind = "constraint violation"
     elif "fake" in text.lower() and ("impl" in text.lower() or "kernel" in text.lower()):
         kind = "missing fake kernel"
         op = (op_schema or {}).get("op") or _fake_op(text)
     elif short == "Unsupported":
         kind = "graph break (strict)"
-    issue = ExportIssue(kind, text, "", origin="exception", torch_type=short, expr=expr, op=op)
-    _place(issue, where)
+    issue = ExportIssue(kind, text, "", origin=origin, torch_type=short, expr=expr, op=op)
+    place(issue, where, ctx)
     issue.suggestion = suggest(issue, ctx, message=text, schema=(op_schema or {}).get("schema"))
+    return [issue]
+
+
+def _violations(text: str) -> list[tuple[str, str, str]]:
+    """(header, bullet, suggested fixes) for each constraint a ConstraintViolationError lists:
+    `Constraints violated (...)!` then `  - You marked L['x'].size()[0] as dynamic but ...`, each
+    bullet followed by its `User stack:` when strict."""
+    head = _VIOLATED.search(text)
+    if head is None:
+        return []
+    body = text[head.end() :]
+    fixes = _SUGGESTED.search(body)
+    if fixes:
+        body = body[: fixes.start()]
+    starts = [m.start() for m in _BULLET.finditer(body)]
+    bullets = [body[a:b].strip() for a, b in zip(starts, [*starts[1:], len(body)], strict=True)]
+    suggested = fixes.group(0).strip() if fixes else ""
+    return [(head.group(0).strip(), b, suggested) for b in bullets if b]
+
+
+def _violation_issue(
+    short: str, header: str, bullet: str, fixes: str, ctx: Context, origin: str
+) -> ExportIssue:
+    """One violated constraint, at the user's line: its own user stack (strict export prints one),
+    else the line of the guard that pinned or related its dimension."""
+    text = "\n".join(part for part in (header, bullet, fixes) if part)
+    spec = _SPECIALIZED.search(bullet)
+    equal = _EQUAL.search(bullet)
+    guard: dict[str, Any] | None
+    if spec:
+        kind = "specialized dynamic dim"
+        guard = _pinning(ctx, spec["source"], spec["value"])
+    else:
+        kind = "constraint violation"
+        sources = [equal["a"], equal["b"]] if equal else _SOURCE.findall(bullet.split("User stack", 1)[0])
+        guard = _relating(ctx, sources)
+    stack = [f for f in parse_stack_trace(bullet) if frame_origin(f["file"]) == "user"]
+    issue = ExportIssue(kind, text, "", origin=origin, torch_type=short, expr=(guard or {}).get("expr"))
+    place(issue, stack[-1] if stack else guard, ctx)
+    issue.suggestion = suggest(issue, ctx, message=text)
     return issue
+
+
+def _pinning(ctx: Context, source: str, value: str) -> dict[str, Any] | None:
+    """The guard that pinned `source` to `value` (torch's `symbolic_shape_specialization` names the
+    symbol and its sources), else the last guard pinning any dimension to that value."""
+    for spec in ctx.specializations:
+        if source in spec.get("sources", []) and str(spec.get("value")) == value and spec.get("guard"):
+            return dict(spec["guard"])
+    named = [s for s, src in ctx.symbol_sources.items() if src == source]
+    for guard in reversed(ctx.guards):
+        m = _EQ_SPEC.match(str(guard.get("expr")))
+        if m and m["value"] == value and (not named or m["sym"] in named) and guard.get("line") is not None:
+            return dict(guard)
+    return None
+
+
+def _relating(ctx: Context, sources: list[str]) -> dict[str, Any] | None:
+    """The guard over the symbols of `sources` (e.g. `Eq(s77, s17)` for two dims torch found equal)."""
+    wanted = set(sources)
+    for guard in ctx.guards:
+        named = {**ctx.symbol_sources, **(guard.get("sources") or {})}
+        mentioned = {named[s] for s in symbols_in(str(guard.get("expr"))) if s in named}
+        if wanted and wanted <= mentioned:
+            return dict(guard)
+    return None
 
 
 def from_draft(failure: dict[str, Any], ctx: Context) -> ExportIssue:
     """One failure of draft_export's report."""
-    # draft_export reports a guard only when a dimension marked dynamic was specialized (it then
-    # exports again with Dim.AUTO): GUARD_ADDED is what CONSTRAINT_VIOLATION_ERROR used to be.
-    kind = {
-        "MISSING_FAKE_KERNEL": "missing fake kernel",
-        "MISMATCHED_FAKE_KERNEL": "mismatched fake kernel",
-        "GUARD_ADDED": "specialized dynamic dim",
-    }.get(str(failure.get("type")), "data-dependent guard")
+    # draft_export reports a guard only when the export first failed on a constraint violation (it
+    # then exports again with Dim.AUTO): GUARD_ADDED is what CONSTRAINT_VIOLATION_ERROR used to be.
+    ftype = str(failure.get("type"))
     stack = [f for f in map(as_frame, failure.get("user_stack") or []) if f]
     where = innermost_user_frame(stack) if stack else None
     expr = as_text(failure.get("expr"))
+    kind = {
+        "MISSING_FAKE_KERNEL": "missing fake kernel",
+        "MISMATCHED_FAKE_KERNEL": "mismatched fake kernel",
+    }.get(ftype) or (_guard_kind(expr or "", ctx) if ftype == "GUARD_ADDED" else "data-dependent guard")
     if kind == "data-dependent guard" and _BRANCH.search(str((where or {}).get("code") or "").strip()):
         kind = "data-dependent branch"
     issue = ExportIssue(
@@ -162,9 +253,9 @@ def from_draft(failure: dict[str, Any], ctx: Context) -> ExportIssue:
         occurrences=as_int(failure.get("occurrences")) or 1,
         result=as_text(failure.get("result")),
         origin="draft_export",
-        torch_type=str(failure.get("type")),
+        torch_type=ftype,
     )
-    _place(issue, where)
+    place(issue, where, ctx)
     op_schema = failure.get("op_schema")
     schema: dict[str, Any] = op_schema if isinstance(op_schema, dict) else {}
     issue.suggestion = suggest(
@@ -173,22 +264,32 @@ def from_draft(failure: dict[str, Any], ctx: Context) -> ExportIssue:
     return issue
 
 
+def _guard_kind(expr: str, ctx: Context) -> str:
+    """A guard draft_export reports: a dimension specialized to a constant when none of its symbols
+    is left in the ExportedProgram's inputs, else a relation between dimensions."""
+    symbols = [s for s in symbols_in(expr) if s.startswith("s")]
+    if _EQ_SPEC.match(expr) or (ctx.program_symbols is not None and not set(symbols) & ctx.program_symbols):
+        return "specialized dynamic dim"
+    return "constraint violation"
+
+
 def from_trace(
     name: str, body: dict[str, Any], where: dict[str, Any] | None, ctx: Context
 ) -> ExportIssue | None:
-    """A trace event `tlparse --export` lists as an issue (None for any other event)."""
+    """An event of draft_export's log that its report turns into a failure (None for any other):
+    what torch/export/_draft_export.py keeps and reports."""
     if name == "guard_added":
-        if body.get("prefix") != "eval":
-            return None
         expr = str(body.get("expr"))
         sources = as_sources(body.get("symbol_to_sources"))
+        if body.get("prefix") != "eval" or not sources:
+            return None  # draft_export reports guards on the inputs' dims, not runtime asserts
         named = ", ".join(f"{k} = {v}" for k, v in sources.items())
-        kind = "specialized dynamic dim" if _EQ_SPEC.match(expr) and sources else "guard evaluated"
         issue = ExportIssue(
-            kind,
-            f"When exporting, the guard {expr} was evaluated" + (f" ({named})" if named else "") + ".",
+            _guard_kind(expr, ctx),
+            f"When exporting, the guard {expr} was added ({named}).",
             "",
             expr=expr,
+            caveat=DRAFT_GUARD_CAVEAT,
         )
     elif name == "propagate_real_tensors_provenance":
         expr, result = str(body.get("expr")), str(body.get("result"))
@@ -217,17 +318,109 @@ def from_trace(
         )
     else:
         return None
-    issue.origin, issue.torch_type = "trace", TLPARSE_TYPES[name]
-    _place(issue, where)
+    issue.origin, issue.torch_type = "trace", DRAFT_TYPES[name]
+    place(issue, where, ctx)
     issue.suggestion = suggest(issue, ctx, sources=as_sources(body.get("symbol_to_sources")))
     return issue
 
 
-def _place(issue: ExportIssue, where: dict[str, Any] | None) -> None:
+def from_data_dependent(expr: str, where: dict[str, Any] | None, ctx: Context) -> ExportIssue:
+    """A log's `guard_on_data_dependent_error`: torch logs it as it makes the exception it raises
+    (symbolic_shapes `_make_data_dependent_error`)."""
+    code = str((where or {}).get("code") or "").strip()
+    issue = ExportIssue(
+        "data-dependent branch" if _BRANCH.search(code) else "data-dependent guard",
+        f"Could not guard on data-dependent expression {expr} (torch's guard_on_data_dependent_error: "
+        "its value depends on what a tensor holds, which export does not know).",
+        "",
+        expr=expr,
+        origin="trace",
+        torch_type="GuardOnDataDependentSymNode",
+    )
+    place(issue, where, ctx)
+    issue.suggestion = suggest(issue, ctx)
+    return issue
+
+
+def from_partial_graph(partial: dict[str, Any], ctx: Context) -> ExportIssue:
+    """A log's `make_fx_fail_partial`: torch's non-strict trace failed; its graph ends at the last
+    line it traced."""
+    node = str(partial.get("node") or "")
+    issue = ExportIssue(
+        "export error",
+        "torch's trace of the module failed; the last line it traced is this one"
+        + (f" (its last node: `{node}`)" if node else "")
+        + ". The log records the partial graph (make_fx_fail_partial), not the error.",
+        "",
+        origin="trace",
+        caveat="the line is the last one torch traced before the failure",
+    )
+    place(issue, partial, ctx)
+    issue.suggestion = suggest(issue, ctx)
+    return issue
+
+
+def from_specialization(spec: dict[str, Any], ctx: Context) -> ExportIssue:
+    """A dimension the call specialized, when the call failed with no exception in the log."""
+    value = str(spec.get("value"))
+    sources = ", ".join(spec.get("sources") or []) or str(spec.get("symbol"))
+    guard = spec.get("guard") or {}
+    issue = ExportIssue(
+        "specialized dynamic dim",
+        f"The code specialized {sources} to be a constant ({value}); the export then ended without an "
+        "ExportedProgram (torch raises a constraint violation when a dimension marked dynamic is "
+        "specialized).",
+        "",
+        expr=guard.get("expr") or f"Eq({spec.get('symbol')}, {value})",
+        origin="trace",
+        caveat="the log records the specialization, not the exception the export raised",
+    )
+    place(issue, guard or spec.get("where"), ctx)
+    issue.suggestion = suggest(issue, ctx)
+    return issue
+
+
+def from_unrecorded_failure(ctx: Context) -> ExportIssue:
+    """A call that ended without an ExportedProgram and whose failure torch did not log."""
+    issue = ExportIssue(
+        "export error",
+        "The export ended without an ExportedProgram (another call began after it), and torch logged "
+        "no exception for it.",
+        "",
+        origin="trace",
+        caveat="placed at the program's call: the log does not say which line failed",
+    )
+    place(issue, ctx.call_site, ctx)
+    issue.suggestion = suggest(issue, ctx)
+    return issue
+
+
+def place(issue: ExportIssue, where: dict[str, Any] | None, ctx: Context) -> None:
+    """Put `issue` at the user's line: `where` when it is the user's, else what the rest of the
+    export says about the same expression, its symbols or its op."""
     where = as_frame(where)
+    if not (where and where.get("line") is not None and frame_origin(where["file"]) == "user"):
+        where = _elsewhere(issue, ctx) or where
     if where:
         issue.file, issue.line, issue.function = where["file"], where["line"], where["function"]
         issue.code = where["code"].strip()
+
+
+def _elsewhere(issue: ExportIssue, ctx: Context) -> dict[str, Any] | None:
+    expr = issue.expr or ""
+    candidates: list[dict[str, Any] | None] = []
+    if expr:
+        candidates += [g for g in ctx.guards if g.get("expr") == expr]
+        candidates += [w for e, w in ctx.data_dependent if e == expr]
+        candidates += [ctx.unbacked.get(s) for s in symbols_in(expr)]
+        candidates += [s.get("guard") for s in ctx.specializations if s.get("symbol") in symbols_in(expr)]
+    if issue.op:
+        candidates.append(ctx.op_lines.get(issue.op.removeprefix("torch.ops.")))
+    for candidate in candidates:
+        frame = as_frame(candidate)
+        if frame and frame.get("line") is not None and frame_origin(frame["file"]) == "user":
+            return frame
+    return None
 
 
 def _user_location(text: str, frames: list[dict[str, Any]], ctx: Context) -> dict[str, Any] | None:
@@ -244,15 +437,6 @@ def _user_location(text: str, frames: list[dict[str, Any]], ctx: Context) -> dic
             below = frames[i + 1 :]
     user = [f for f in below if frame_origin(str(f.get("file"))) == "user"]
     return user[-1] if user else None
-
-
-def _specializing_guard(ctx: Context, value: str | None) -> dict[str, Any] | None:
-    """The last guard that pinned a dynamic dimension to a constant (`Eq(s77, 4)`), with its line."""
-    for guard in reversed(ctx.guards):
-        m = _EQ_SPEC.match(str(guard.get("expr")))
-        if m and (value is None or m["value"] == value) and guard.get("line") is not None:
-            return dict(guard)
-    return None
 
 
 def _fake_op(text: str) -> str | None:
@@ -299,16 +483,10 @@ def suggest(
         if cond and symbols and re.search(r"(>= 0|< 0|>= 1|< 1)$", cond):
             text += f" (for a size, torch._check_is_size({symbols[0]}))"
         return text + (f" ({origins})" if origins else "") + "."
-    if issue.kind in ("specialized dynamic dim", "guard evaluated"):
+    if issue.kind == "specialized dynamic dim":
         named = _dims_named(issue.expr or "", sources or {}, ctx)
-        spec = _SPECIALIZED.search(message)
-        what = named or (spec["source"] if spec else "a dynamic dimension")
-        if issue.kind == "guard evaluated":
-            return (
-                f"the code{at} added the guard {issue.expr} on {what}: if some inputs break it, make the "
-                "line shape-generic; if it always holds, narrow the Dim's min/max to say so (or use "
-                "Dim.AUTO)."
-            )
+        spec = _SPECIALIZED.search(message)  # torch's name for the input (strict: Dynamo's own)
+        what = (spec["source"] if spec and spec["source"] not in named else named) or "a dynamic dimension"
         pinned = _pinning_guard(issue.expr or "", ctx)
         value = spec["value"] if spec else (pinned or {}).get("value", "a constant")
         guard = issue.expr if _EQ_SPEC.match(issue.expr or "") else (pinned or {}).get("expr", issue.expr)
@@ -322,12 +500,15 @@ def suggest(
         )
     if issue.kind == "constraint violation":
         fixes = _suggested_fixes(message)
+        named = _dims_named(issue.expr or "", sources or {}, ctx)
+        required = f"the code{at} (`{code}`) requires {issue.expr}" + (f" ({named})" if named else "")
         return (
-            "the dynamic_shapes you gave and the code disagree: "
+            (f"{required}, which the dynamic_shapes you gave do not say: " if issue.expr and code else "")
             + (
                 f"torch suggests {fixes}"
                 if fixes
-                else "narrow the Dim's min/max to the values the code accepts"
+                else "state the relation in dynamic_shapes (the same Dim, or a derived one), or narrow the "
+                "Dim's min/max to the values the code accepts"
             )
             + "."
         )
@@ -403,8 +584,10 @@ def _suggested_fixes(message: str) -> str:
 def _dims_named(expr: str, sources: dict[str, str], ctx: Context) -> str:
     names = []
     for sym in symbols_in(expr):
-        source = sources.get(sym) or next(
-            (g["sources"][sym] for g in ctx.guards if sym in (g.get("sources") or {})), None
+        source = (
+            sources.get(sym)
+            or next((g["sources"][sym] for g in ctx.guards if sym in (g.get("sources") or {})), None)
+            or ctx.symbol_sources.get(sym)
         )
         if source:
             names.append(f"{source} ({sym})")

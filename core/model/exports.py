@@ -4,10 +4,10 @@ each AOTInductor compile with its kernels' provenance. `ExportBuilder` is handed
 model's one pass (core/model/consumers.ExportsConsumer); core/views/export.py shows the result.
 
 A live run or recording has the `export` capture's events around each call
-(core/recorder/compat_export.py) and torch's detailed structured trace in between; a TORCH_TRACE
-log has only the trace, so its exports are found by their events (`export`, `exported_program`)
-and its issues are the ones `tlparse --export` lists for the same log (core/model/export_issues.py).
-Pure and torch-free.
+(core/recorder/compat_export.py) and torch's detailed structured trace in between. A log has only
+the trace: its calls are found by the stacks torch logs (each names the program's line that called
+torch.export), by TORCH_DTRACE's `export` event, and by draft_export's own log; how each ended and
+its issues are what torch logged (core/model/export_log.py). Pure and torch-free.
 """
 
 from __future__ import annotations
@@ -33,26 +33,31 @@ from tcx.core.model.export_issues import (
     as_text,
     from_draft,
     from_exception,
-    from_trace,
+)
+from tcx.core.model.export_log import (
+    DRAFT_LOG_EVENTS,
+    ENTRY_FILES,
+    NEEDS_EXPORT_STACK,
+    TraceEvidence,
+    conclude,
+    export_entry,
 )
 from tcx.core.torchtext.exported_program import ExportedProgramText, is_symbol, parse_exported_program
+from tcx.core.torchtext.fx_graph import parse_graph_nodes
+from tcx.core.torchtext.locations import fx_node_location
 
-# Trace events that begin an export in a log (no recorder events to say where one starts).
-_STARTS_EXPORT = frozenset(
+_EXPORT_EVENTS = frozenset(
     {
         "export",
         "exported_program",
         "propagate_real_tensors_provenance",
         "missing_fake_kernel",
         "mismatched_fake_kernel",
+        "guard_added",
+        "create_unbacked_symbol",
     }
+    | NEEDS_EXPORT_STACK
 )
-_EXPORT_EVENTS = _STARTS_EXPORT | {
-    "guard_added",
-    "guard_added_fast",
-    "create_unbacked_symbol",
-    "symbolic_shape_specialization",
-}
 
 
 @dataclass
@@ -92,9 +97,9 @@ class Specialization:
 @dataclass
 class ExportRun:
     index: int
-    api: str  # export | draft_export | aoti_compile_and_package | log (found in a TORCH_TRACE log)
-    name: str | None = None  # the module's class
-    ok: bool | None = None  # None: the input does not say (a log without `exported_program`)
+    api: str  # export | draft_export | aoti_compile_and_package
+    name: str | None = None  # the module's class (a log does not name it)
+    ok: bool | None = None  # None: the input does not say (see log_lacks)
     strict: bool | None = None
     call_site: dict[str, Any] | None = None
     seconds: float | None = None
@@ -106,9 +111,14 @@ class ExportRun:
     specializations: list[Specialization] = field(default_factory=list)
     unbacked: dict[str, dict[str, Any]] = field(default_factory=dict)  # u0 -> where it was made
     program: ExportedProgramText | None = None
+    logged_as: str | None = None  # a log's kind: TORCH_TRACE, TORCH_DTRACE, draft_export log (None: live)
+    log_lacks: list[str] = field(default_factory=list)  # what the log cannot tell, and what would
+    symbol_sources: dict[str, str] = field(default_factory=dict)  # s77 -> L['x'].size()[0]
     # facts collected while the call ran, turned into issues when it ends
+    evidence: TraceEvidence = field(default_factory=TraceEvidence)
+    # the events a draft_export's report is made of: (name, body, the user's line)
+    report_events: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = field(default_factory=list)
     _end: dict[str, Any] | None = None
-    _trace_issues: list[tuple[str, dict[str, Any], dict[str, Any] | None]] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -116,8 +126,10 @@ class ExportRun:
             return self.name
         if self.api == "aoti_compile_and_package":
             return "AOTInductor package"
-        site = self.call_site or {}
-        return f"export #{self.index + 1}" + (f" at line {site['line']}" if site.get("line") else "")
+        # a log names no module: the program's outermost line on the call's stack says which call
+        # (a helper that calls torch.export for every module is the same direct caller each time)
+        outermost = self.evidence.key[0][1] if self.evidence.key else (self.call_site or {}).get("line")
+        return f"{self.api} #{self.index + 1}" + (f" at line {outermost}" if outermost else "")
 
     def signature_json(self) -> dict[str, Any] | None:
         ep = self.program
@@ -156,6 +168,8 @@ class ExportRun:
             "dynamic_shapes": self.dynamic_shapes,
             "exc_type": self.exc_type,
             "package_path": self.package_path,
+            "logged_as": self.logged_as,
+            "log_lacks": self.log_lacks,
             "failures": [i.to_json() for i in self.issues],
             "guards_added": [g.to_json() for g in self.guards_added],
             "specializations": [s.to_json() for s in self.specializations],
@@ -174,13 +188,15 @@ class ExportBuilder:
         self.open: list[ExportRun] = []  # live calls in progress (innermost last)
         self.live = False
         self.log_run: ExportRun | None = None  # a log's export being read
-        self.log_run_done = False  # its `exported_program` came: the next export event starts another
+        self.entry_files: set[tuple[Any, int]] = set()  # interned ids of torch.export's entry files
         self.aoti: list[AotiCompile] = []
         self.pre_grad = ""
 
-    # -- the export capture's events ---------------------------------------------------------------
+    # -- the recorder's events -----------------------------------------------------------------------
     def recorder(self, event: dict[str, Any]) -> None:
-        self.live = True
+        self.live = True  # a recording: exports are the capture's calls, never guessed from stacks
+        if event.get("kind") != "export":
+            return
         if event.get("event") == "start":
             strict = event.get("strict")
             run = ExportRun(
@@ -202,11 +218,25 @@ class ExportBuilder:
             run.exc_type = as_text(event.get("exc_type"))
             run._end = event
 
+    def log_file(self) -> None:
+        """Another file of the log begins: a draft_export's own log (it took torch's trace from the
+        file before), so what follows is another call."""
+        if self.log_run is not None:
+            self.log_run.evidence.followed = True
+        self.log_run = None
+
     # -- torch's structured trace -----------------------------------------------------------------
     def trace(self, ev: TraceEvent) -> None:
         name = ev.name
         if name == "str":
             self.interner.add(ev.body, ev.rank)
+            body = ev.body
+            if (
+                isinstance(body, list)
+                and len(body) == 2
+                and str(body[0]).replace("\\", "/").endswith(ENTRY_FILES)
+            ):
+                self.entry_files.add((ev.rank, body[1]))
             return
         if name in PRE_GRAD_GRAPHS:
             self.pre_grad = ev.payload or ""
@@ -223,63 +253,133 @@ class ExportBuilder:
             return
         if name not in _EXPORT_EVENTS:
             return
-        run = self._run_for(ev)
+        run = self._live_run() if self.live else self._log_run(ev)
         if run is not None:
             self._apply(run, ev)
 
-    def _run_for(self, ev: TraceEvent) -> ExportRun | None:
-        if self.open:
-            # an AOTInductor compile's own shape guards are Inductor's, not the export's
-            return None if self.open[-1].api == "aoti_compile_and_package" else self.open[-1]
-        if self.live:
-            return None  # outside any export call the program made (e.g. a torch.compile's guards)
+    def _live_run(self) -> ExportRun | None:
+        """The call in progress; none outside the program's calls (e.g. a torch.compile's guards),
+        and an AOTInductor compile's own shape guards are Inductor's, not the export's."""
+        if not self.open or self.open[-1].api == "aoti_compile_and_package":
+            return None
+        return self.open[-1]
+
+    def _log_run(self, ev: TraceEvent) -> ExportRun | None:
+        """The export of a log an event belongs to: a new one when torch logs `export`
+        (TORCH_DTRACE), when a stack names another call of torch.export, or when draft_export's own
+        log begins after a call that returned its program."""
         name = ev.name
-        starts_next = name in _STARTS_EXPORT or (name == "guard_added" and ev.compile_id is None)
-        if name == "export" or (self.log_run_done and starts_next and name != "exported_program"):
-            self.log_run = None
-        if self.log_run is None:
-            if not starts_next:
-                return None
-            self.log_run = ExportRun(index=len(self.runs), api="log")
-            self.runs.append(self.log_run)
-            self.log_run_done = False
-        return self.log_run
+        if name == "export":
+            return self._new_log_run(started=True)
+        if name in ("describe_source", "compilation_metrics") and ev.compile_id is not None:
+            return None  # inside a Dynamo compile: a torch.compile's (a strict export's metrics have none)
+        run = self.log_run
+        entry = export_entry(self._stack(ev))
+        if entry is not None:
+            if run is None or self._another_call(run, entry.key, ev):
+                run = self._new_log_run(started=False)
+            if run.evidence.key is None:
+                run.evidence.key, run.call_site = entry.key, entry.call_site
+                run.api = entry.api
+            if run.strict is None:
+                run.strict = entry.strict
+            return run
+        if name in NEEDS_EXPORT_STACK:
+            return None  # no export on its stack: a torch.compile's event
+        if run is None or run.program is not None:
+            return self._new_log_run(started=False) if name in DRAFT_LOG_EVENTS else None
+        if ev.compile_id is not None and not (run.strict and ev.compile_id == run.evidence.compile_id):
+            return None  # a compile's event, not this export's
+        return run
+
+    def _new_log_run(self, *, started: bool) -> ExportRun:
+        if self.log_run is not None:
+            self.log_run.evidence.followed = True
+        run = ExportRun(index=len(self.runs), api="export" if started else "draft_export")
+        run.evidence.started = started
+        self.runs.append(run)
+        self.log_run = run
+        return run
+
+    @staticmethod
+    def _another_call(run: ExportRun, key: tuple[Any, ...], ev: TraceEvent) -> bool:
+        """Whether a stacked event begins another call than `run`: `run` returned its program, was
+        called from other lines, or this is a second call from the same lines (its inputs made fake
+        again, or Dynamo's capture measured again)."""
+        evidence = run.evidence
+        if run.program is not None or (evidence.key is not None and evidence.key != key):
+            return True
+        if ev.name == "describe_source":
+            describer = as_int(ev.body_field("describer_id"))
+            return (
+                describer is not None and bool(evidence.describers) and describer not in evidence.describers
+            )
+        return ev.name == "compilation_metrics" and bool(evidence.metrics)
+
+    def _stack(self, ev: TraceEvent) -> list[dict[str, Any]]:
+        """The full stack an event was logged from (the record's, else its body's `stack`), when it
+        passes through torch.export's entry file (others are not resolved: a large log has many)."""
+        raw = ev.md.get("stack")
+        if not raw and isinstance(ev.body, dict):
+            raw = ev.body.get("stack")
+        frames = _dicts(raw)
+        names = [f.get("filename") for f in frames]
+        if not any((ev.rank, n) in self.entry_files or str(n).endswith(ENTRY_FILES) for n in names):
+            return []
+        return self._frames(frames, ev.rank)
 
     def _apply(self, run: ExportRun, ev: TraceEvent) -> None:
         body = ev.body if isinstance(ev.body, dict) else {}
         name = ev.name
+        evidence = run.evidence
+        if ev.compile_id is not None and evidence.compile_id is None and run.strict:
+            evidence.compile_id = ev.compile_id
         if name == "exported_program":
             run.program = parse_exported_program(ev.payload or "")
-            if run.api == "log":  # logged as the export returns: the stack ends in the program's call
-                run.call_site = self._caller(ev)
-            if run.api == "log":
-                run.ok = True
-                self.log_run_done = True
+            if run.call_site is None and not self.live:
+                run.call_site = self._caller(ev)  # older torch logs it with the stack of the call
+        elif name == "describe_source":
+            describer = as_int(body.get("describer_id"))
+            if describer is not None:
+                evidence.describers.add(describer)
+        elif name == "create_symbol":
+            if body.get("symbol") and body.get("source"):
+                run.symbol_sources[str(body["symbol"])] = str(body["source"])
+        elif name == "compilation_metrics":
+            evidence.metrics.append((as_text(body.get("fail_type")), str(body.get("fail_reason") or "")))
+        elif name == "guard_on_data_dependent_error":
+            evidence.data_dependent.append((str(body.get("expr")), self._where(body)))
+        elif name == "artifact:make_fx_fail_partial":
+            evidence.partial = _last_traced(ev.payload or "")
         elif name in ("guard_added", "guard_added_fast"):
-            guard = self._guard(body, None if name == "guard_added_fast" else body.get("prefix"))
-            if name == "guard_added_fast" and any(g.prefix is not None for g in run.guards_added):
-                return  # the detailed event of the same guard is there
-            if not any(_same_guard(guard, g) for g in run.guards_added):
-                run.guards_added.append(guard)
-            if name == "guard_added" and run.api == "log":
-                run._trace_issues.append((name, body, self._where(body)))
+            self._guard_event(run, name, body)
         elif name == "create_unbacked_symbol":
             where = self._where(body) or {}
             run.unbacked[str(body.get("symbol"))] = {
                 k: where.get(k) for k in ("file", "line", "function", "code")
             }
         elif name == "symbolic_shape_specialization":
-            symbol, value = str(body.get("symbol")), str(body.get("value"))
-            forced = next((g for g in reversed(run.guards_added) if g.expr == f"Eq({symbol}, {value})"), None)
-            if any((sp.symbol, sp.value) == (symbol, value) for sp in run.specializations):
-                return  # draft_export exports again after a specialization: the same one, logged twice
-            run.specializations.append(
-                Specialization(
-                    symbol, _texts(body.get("sources")), value, as_text(body.get("reason")), forced
-                )
-            )
-        elif run.api == "log" and name != "export":
-            run._trace_issues.append((name, body, self._where(body)))
+            self._specialization(run, body)
+        elif name in ("propagate_real_tensors_provenance", "missing_fake_kernel", "mismatched_fake_kernel"):
+            run.report_events.append((name, body, self._where(body)))
+
+    def _guard_event(self, run: ExportRun, name: str, body: dict[str, Any]) -> None:
+        guard = self._guard(body, None if name == "guard_added_fast" else body.get("prefix"))
+        if name == "guard_added_fast" and any(g.prefix is not None for g in run.guards_added):
+            return  # the detailed event of the same guard is there
+        if not any(_same_guard(guard, g) for g in run.guards_added):
+            run.guards_added.append(guard)
+        if name == "guard_added":
+            run.report_events.append((name, body, self._where(body)))
+
+    def _specialization(self, run: ExportRun, body: dict[str, Any]) -> None:
+        symbol, value = str(body.get("symbol")), str(body.get("value"))
+        if any((sp.symbol, sp.value) == (symbol, value) for sp in run.specializations):
+            return  # draft_export exports again after a specialization: the same one, logged twice
+        forced = next((g for g in reversed(run.guards_added) if g.expr == f"Eq({symbol}, {value})"), None)
+        run.specializations.append(
+            Specialization(symbol, _texts(body.get("sources")), value, as_text(body.get("reason")), forced)
+        )
 
     def _guard(self, body: dict[str, Any], prefix: str | None) -> GuardAdded:
         where = self._where(body) or {}
@@ -330,14 +430,13 @@ class ExportBuilder:
 
     # -- issues, once a call has ended ------------------------------------------------------------
     def finish(self, run: ExportRun) -> ExportRun:
-        ctx = Context(
-            guards=[g.to_json() for g in run.guards_added if g.prefix != "runtime_assert"],
-            unbacked=run.unbacked,
-            call_site=run.call_site,
-        )
+        ctx = self._context(run)
+        if not self.live:
+            conclude(run, run.evidence, ctx)
+            return run
         end = run._end or {}
         if run.ok is False:
-            run.issues.append(
+            run.issues.extend(
                 from_exception(
                     str(end.get("exc_type") or "?"),
                     str(end.get("message") or ""),
@@ -347,14 +446,23 @@ class ExportBuilder:
                 )
             )
         for failure in _dicts(end.get("draft_failures")):
-            if isinstance(failure, dict):
-                failure["user_stack"] = [self._resolved(f) for f in _dicts(failure.get("user_stack"))]
-                run.issues.append(from_draft(failure, ctx))
-        for name, body, where in run._trace_issues:
-            issue = from_trace(name, body, where, ctx)
-            if issue is not None:
-                run.issues.append(issue)
+            failure["user_stack"] = [self._resolved(f) for f in _dicts(failure.get("user_stack"))]
+            run.issues.append(from_draft(failure, ctx))
         return run
+
+    def _context(self, run: ExportRun) -> Context:
+        program = run.program
+        return Context(
+            guards=[g.to_json() for g in run.guards_added if g.prefix != "runtime_assert"],
+            unbacked=run.unbacked,
+            call_site=run.call_site,
+            specializations=[s.to_json() for s in run.specializations],
+            symbol_sources=run.symbol_sources,
+            data_dependent=run.evidence.data_dependent,
+            partial=run.evidence.partial,
+            program_symbols=None if program is None else _input_symbols(program),
+            op_lines={} if program is None else _op_lines(program.graph),
+        )
 
     def _resolved(self, frame: Any) -> dict[str, Any]:
         """A frame of draft_export's report: its file from the run's `str` events when torch's report
@@ -363,6 +471,35 @@ class ExportBuilder:
         if not out.get("file") and isinstance(out.get("file_id"), int):
             out["file"] = self.interner.file(out["file_id"])
         return out
+
+
+def _input_symbols(program: ExportedProgramText) -> set[str]:
+    return {size for e in program.inputs for size in e.shape or [] if is_symbol(size)} | set(
+        program.range_constraints
+    )
+
+
+def _op_lines(graph: str) -> dict[str, dict[str, Any]]:
+    """Each op the program calls -> the user's line of its first call (the `# File:` above it)."""
+    out: dict[str, dict[str, Any]] = {}
+    for node in parse_graph_nodes(graph):
+        if node.op and node.user_line and node.op not in out:
+            out[node.op] = node.user_line
+    return out
+
+
+def _last_traced(partial_graph: str) -> dict[str, Any] | None:
+    """`make_fx_fail_partial`: the user's line of the last node torch traced (the `# File:` above
+    it), and that node's text."""
+    where: dict[str, Any] | None = None
+    node = ""
+    for raw in partial_graph.splitlines():
+        loc = fx_node_location(raw)
+        if loc is not None:
+            where, node = loc.to_json(), ""
+        elif where is not None and "=" in raw and not raw.strip().startswith(("def ", "return")):
+            node = raw.strip().split(";  ")[0]
+    return {**where, "node": node or None} if where else None
 
 
 def _dicts(value: Any) -> list[dict[str, Any]]:

@@ -6,9 +6,10 @@ compile's kernels with their provenance (torch-free). The facts are the run mode
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from tcx.core.ingest.draft_logs import draft_logs_note
 from tcx.core.model import RunModel
 from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.exports import ExportRun
@@ -25,6 +26,7 @@ class ExportView:
     exports: list[ExportRun]
     aoti: list[AotiCompile]
     unavailable: str | None = None
+    notes: list[str] = field(default_factory=list)  # what the input cannot hold, and where it is
 
     @property
     def export_count(self) -> int:
@@ -52,13 +54,17 @@ def build_export(model: RunModel, selection: Selection | None = None) -> ExportV
         unavailable = str(features["export"])
     elif model.source_kind != "trace" and "export" not in features and not (exports or model.aoti_compiles):
         unavailable = "this recording was made without the export capture (record it with `tcx export`)"
-    return ExportView(model, selection, exports, model.aoti_compiles, unavailable)
+    notes = []
+    if model.source_kind == "trace" and not any(e.logged_as == "draft_export log" for e in exports):
+        notes.append(draft_logs_note())  # the input holds no draft_export log: say where they go
+    return ExportView(model, selection, exports, model.aoti_compiles, unavailable, notes)
 
 
 def to_json(view: ExportView) -> dict[str, Any]:
     return {
         **envelope(SCHEMA, view.model, view.selection),
         "unavailable": view.unavailable,
+        "notes": view.notes,
         "export_count": view.export_count,
         "failed_export_count": view.failed_export_count,
         "export_issue_count": view.export_issue_count,
