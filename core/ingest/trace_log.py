@@ -105,6 +105,13 @@ def _size(file: Path) -> int:
 
 
 def _log_files(path: Path) -> list[Path]:
+    try:
+        return _listed(path)
+    except OSError as exc:  # a name too long, a folder that cannot be listed
+        raise InputError(f"cannot read {str(path)[:200]!r}: {exc.strerror or exc}.") from None
+
+
+def _listed(path: Path) -> list[Path]:
     if path.is_dir():
         files = sorted(_regular_files(path))
         if not files and not any(path.iterdir()):
