@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
+import shutil
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -57,6 +58,14 @@ def write_text(path: str | Path, text: str, *, option: str | None = None) -> Non
 def write_bytes(path: str | Path, data: bytes, *, option: str | None = None) -> None:
     with replacing(path, "wb", option=option) as fh:
         fh.write(data)
+
+
+def copy_file(src: str | Path, dest: str | Path) -> None:
+    """`src`'s bytes as a new file at `dest`, with `src`'s modification time."""
+    with open(src, "rb") as fin, replacing(dest, "wb") as fout:
+        shutil.copyfileobj(fin, fout)
+    info = os.stat(src)
+    os.utime(dest, ns=(info.st_atime_ns, info.st_mtime_ns), follow_symlinks=False)
 
 
 @contextlib.contextmanager

@@ -258,6 +258,21 @@ def test_output_paths_are_replaced_not_written_through(tmp_path, capsys):
     )
 
 
+def test_record_save_replaces_a_link_in_its_folder(tmp_path):
+    """`tcx record --save DIR` copies each rank's log into DIR: a link there already is replaced.
+    The command writes its log itself (no torch: the copy is what is tested)."""
+    victim, keep = tmp_path / "victim.txt", tmp_path / "keep"
+    victim.write_text("keep me\n")
+    keep.mkdir()
+    (keep / "rank0.log").symlink_to(victim)
+    record = "V1203 13:22:34.735000 6482 x.py:1] " + json.dumps({"str": ["a", 1]}) + "\n"
+    code = f"import os; open(os.environ['TORCH_TRACE'] + '/rank0.log', 'w').write({record!r})"
+    proc = run_tcx("record", "--save", str(keep), "--", sys.executable, "-c", code)
+    assert proc.returncode == 0, proc.stderr
+    assert victim.read_text() == "keep me\n"
+    assert not (keep / "rank0.log").is_symlink() and (keep / "rank0.log").read_text() == record
+
+
 # ------------------------------------------------------------------ 3: lost capture from tcx's own hooks
 
 
