@@ -147,7 +147,7 @@ LINKED_TARGETS = [
     "pw:a.b",
     "out/secret.tcx.gz",
     "out/secret.tcx.gz:a.b",
-    "out/../out/secret.log.gz:x.y",
+    f"out/{os.pardir}/out/secret.log.gz:x.y",  # `..` inside tmp_path's root: a hostile spelling
 ]
 
 
@@ -341,7 +341,7 @@ def _reader_inputs(tmp: Path) -> dict[str, Path | str]:
             path.write_bytes(data)
             out[f"{name} {suffix}"] = path
     out["bad deflate stream log"] = ROUND3 / "bad_deflate.log.gz"
-    out["bad deflate stream recording"] = ROUND3 / "bad_deflate.tcx.gz"
+    out["bad deflate stream recording"] = ROUND3 / "bad_deflate_recording.gz"
     out["missing"] = tmp / "missing.tcx"
     out["name too long"] = tmp / f"{LONG}.tcx"
     out["name too long, :func"] = f"{tmp}/{LONG}.log:a.b"
@@ -411,8 +411,8 @@ def test_a_bad_deflate_stream_is_a_broken_gzip_not_an_internal_error(capsys):
             "bad_deflate.log.gz: cannot read (Error -3 while decompressing data: invalid block type)"
         ]
     with pytest.raises(InputError, match="invalid block type"):
-        load_recording(ROUND3 / "bad_deflate.tcx.gz")
-    code, _, err = tcx_here(capsys, "explain", str(ROUND3 / "bad_deflate.tcx.gz"))
+        load_recording(ROUND3 / "bad_deflate_recording.gz")
+    code, _, err = tcx_here(capsys, "explain", str(ROUND3 / "bad_deflate_recording.gz"))
     assert_clean(code, err, EXIT_INPUT, "cannot read", "invalid block type")
     code, out, err = tcx_here(capsys, "explain", str(ROUND3 / "bad_deflate.log.gz"))
     assert_clean(code, err, 0)
@@ -420,7 +420,7 @@ def test_a_bad_deflate_stream_is_a_broken_gzip_not_an_internal_error(capsys):
     import tcx
 
     with pytest.raises(TcxError) as raised:
-        tcx.load(str(ROUND3 / "bad_deflate.tcx.gz"))
+        tcx.load(str(ROUND3 / "bad_deflate_recording.gz"))
     assert raised.value.exit_code == EXIT_INPUT
 
 

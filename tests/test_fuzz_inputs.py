@@ -434,6 +434,7 @@ MCP_EXAMPLES = 200
 BASELINE_EXAMPLES = 300
 SOURCE_EXAMPLES = 150
 LONG_NAME = "n" * 300  # longer than a file name may be
+UP = os.pardir  # `..` in hostile targets: they climb out of the fuzz's root, within its tmp folder
 # What a target may be made of: the root's own inputs, links out of it, names the OS refuses.
 TARGET_BASES = [
     "run.tcx.gz",
@@ -443,7 +444,7 @@ TARGET_BASES = [
     "pw",
     "out",
     "out/secret.tcx.gz",
-    "../outside/secret.tcx.gz",
+    f"{UP}/outside/secret.tcx.gz",
     "missing.tcx",
     "",
     ".",
@@ -478,10 +479,10 @@ def mcp_root(base: Path) -> tuple[Path, Path]:
 def mcp_call(draw: st.DrawFn, root: Path) -> tuple[str, dict[str, Any]]:
     name = draw(st.sampled_from(["explain", "list_compiles", "show_source", "guards", "recompiles"]))
     base, suffix = draw(st.sampled_from(TARGET_BASES)), draw(st.sampled_from(TARGET_SUFFIXES))
-    where = draw(st.sampled_from([f"{root}/", "", f"{root}/logs/../"]))
+    where = draw(st.sampled_from([f"{root}/", "", f"{root}/logs/{UP}/"]))
     args: dict[str, Any] = {"target": f"{where}{base}{suffix}"}
     extra = {
-        "function": st.sampled_from(["f", "a.b", "../pw", "\0", "", LONG_NAME]),
+        "function": st.sampled_from(["f", "a.b", f"{UP}/pw", "\0", "", LONG_NAME]),
         "compile": st.lists(st.sampled_from(["0/0", "1/0", "9/9", "0/0-1/0", "", "x"]), max_size=3),
         "kernel": st.sampled_from(["", "triton", "\0"]),
         "rank": st.lists(st.sampled_from(NUMBERS), max_size=2),
