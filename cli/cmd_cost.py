@@ -137,12 +137,9 @@ def eager_run(params: dict[str, Any], options: str) -> dict[str, Any]:
 
 
 def write_trace(view: Any, path: str) -> None:
+    from tcx.core import files
     from tcx.core.cost.trace import chrome_trace
-    from tcx.core.errors import UsageError
     from tcx.renderers.safe import json_text
 
     doc = chrome_trace(view)
-    try:
-        Path(path).write_text(json_text(doc, indent=None) + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"--trace {path!r} cannot be written ({exc.strerror or exc}).") from None
+    files.write_text(path, json_text(doc, indent=None) + "\n", option="--trace")

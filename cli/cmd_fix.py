@@ -113,14 +113,22 @@ def command(**params: Any) -> None:
 
 def write_patches(report: Any) -> None:
     """`--apply`: each verified rewrite's patch beside its file; the files are left as they are."""
+    from tcx.core.errors import UsageError
     from tcx.core.fix.rewrites import write_patch
 
     rewrites = [o.remedy.rewrite for o in report.verified if o.remedy.rewrite]
+    failed = []
     for rewrite in rewrites:
-        path = write_patch(rewrite)
+        try:
+            path = write_patch(rewrite)
+        except OSError as exc:
+            failed.append(f"{rewrite.file}.tcx.patch ({exc.strerror or exc})")
+            continue
         click.echo(f"patch written to {path} (apply it: patch {rewrite.file} < {path})", err=True)
     if not rewrites:
         click.echo("tcx: note: --apply: no verified code remedy, so no patch was written.", err=True)
+    if failed:
+        raise UsageError(f"--apply: could not write {', '.join(failed)}; the report above is complete.")
 
 
 # --isolate copies the program's folder without these (tools' and version control's own state) and

@@ -28,6 +28,7 @@ def command(**params: Any) -> None:
     import sys
 
     from tcx.cli import common
+    from tcx.core.files import replacing
     from tcx.core.views.report import build_report
     from tcx.renderers.formats import write
 
@@ -36,7 +37,8 @@ def command(**params: Any) -> None:
     fmt = params["fmt"]
     follow_up = {"target": common.rerender_target(loaded, params["target"])} if fmt == "markdown" else {}
     if params["output"]:
-        with open(params["output"], "w", encoding="utf-8") as out, contextlib.redirect_stdout(out):
+        output = replacing(params["output"], "w", option="-o", encoding="utf-8")
+        with output as out, contextlib.redirect_stdout(out):
             console = common.console({**params, "no_color": True}) if fmt == "text" else None
             write(VIEW, report, fmt, console or common.console(params), params, **follow_up)
         click.echo(f"report written to {params['output']}", err=True)

@@ -11,8 +11,11 @@
 - `record` (only with --allow-run): run a program once with every view's captures and save the
   recording under a root, for the other tools to read.
 
-Every path a tool is given must lie under one of the server's roots. Bad arguments, a refused
-path and any error of the view come back as a tool error (`ToolError`), never as a crash.
+Every path a tool is given must lie under one of the server's roots: one policy (`Policy`), applied
+to the real path (links followed, `..` resolved) of the file TARGET resolution would open, split
+off its `:func` exactly as resolution splits it (core/run/targets.split_target); the tool then
+reads that real path, not the text it was given. Bad arguments, a refused path and any error of
+the view come back as a tool error (`ToolError`), never as a crash.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from tcx.core.errors import TcxError, UsageError
@@ -43,11 +45,16 @@ class Policy:
     allow_run: bool
 
     def check_path(self, path: str, what: str) -> str:
+        """`path`'s real path (every link followed) when it lies under a root; else a ToolError."""
+        from tcx.core.run.targets import shown
+
+        if "\0" in path:
+            raise ToolError(f"{what} {shown(path)} holds a NUL byte: no file has such a name.")
         real = os.path.realpath(path)
         if not any(real == root or real.startswith(root.rstrip(os.sep) + os.sep) for root in self.roots):
             raise ToolError(
-                f"{what} {path!r} is outside the folders this server may read ({', '.join(self.roots)}); "
-                "start `tcx mcp --root DIR` to allow another folder."
+                f"{what} {shown(path)} is outside the folders this server may read "
+                f"({', '.join(self.roots)}); start `tcx mcp --root DIR` to allow another folder."
             )
         return real
 
@@ -81,11 +88,27 @@ def call(tool: Tool, arguments: dict[str, Any] | None, policy: Policy) -> dict[s
     errors = sorted(Draft202012Validator(tool.schema).iter_errors(args), key=lambda e: list(e.path))
     if errors:
         where = "/".join(map(str, errors[0].path)) or "arguments"
-        raise ToolError(f"invalid arguments for {tool.name}: {where}: {errors[0].message}")
+        raise ToolError(f"invalid arguments for {tool.name}: {where}: {errors[0].message[:300]}")
     try:
-        return tool.call(args, policy)
+        return tool.call(whole_numbers(args, tool.schema), policy)
     except TcxError as exc:
         raise ToolError(exc.message + (f" {exc.hint}" if exc.hint else "")) from None
+
+
+def whole_numbers(args: dict[str, Any], schema: dict[str, Any]) -> dict[str, Any]:
+    """The arguments with each value of an "integer" property (or array item) as a Python int.
+
+    JSON has one number type, and JSON Schema counts 3.0 as an integer, so a valid `line: 3.0`
+    reaches the tool as a float, which Python cannot index with."""
+    props = schema.get("properties", {})
+    out = dict(args)
+    for key, value in args.items():
+        spec = props.get(key, {})
+        if spec.get("type") == "integer" and isinstance(value, float):
+            out[key] = int(value)
+        elif spec.get("type") == "array" and spec.get("items", {}).get("type") == "integer":
+            out[key] = [int(v) if isinstance(v, float) else v for v in value]
+    return out
 
 
 # --------------------------------------------------------------------------- schemas
@@ -201,23 +224,36 @@ def _params(args: dict[str, Any], view: View | None = None) -> dict[str, Any]:
 def _load(
     params: dict[str, Any], policy: Policy, fresh_compile: bool = False, captures: tuple[str, ...] = ()
 ) -> tuple[Any, Any]:
-    """The run TARGET names (a file, or a program when allowed) and its selection, as the CLI loads it."""
+    """The run TARGET names (a file, or a program when allowed) and its selection, as the CLI loads it:
+    from the checked real path, never from the text again."""
     from tcx.cli import common
     from tcx.core.run.targets import ProgramTarget
 
-    if isinstance(check_target(params["target"], policy), ProgramTarget):
-        params = {**params, "no_save": True}  # the server writes no .tcx/last.tcx, only what `record` saves
+    target = check_target(params["target"], policy)
+    params = {**params, "target": target.label}
+    if isinstance(target, ProgramTarget):
+        params["no_save"] = True  # the server writes no .tcx/last.tcx, only what `record` saves
     loaded = common.load(params, fresh_compile, capture=captures)
     return loaded, common.selection(loaded)
 
 
 def check_target(text: str, policy: Policy, *, run: bool | None = None) -> Any:
-    """Refuse a target outside the roots, and a program unless the server may run programs."""
-    from tcx.core.run.targets import ProgramTarget, resolve_target
+    """TARGET resolved from the real path of its file, which must lie under a root; a program only
+    when the server may run programs. The file part is split off exactly as resolution splits it,
+    so the path checked is the path read (`link.tcx:a.b` checks where link.tcx leads)."""
+    from tcx.core.run.targets import ProgramTarget, resolve_target, shown, split_target
 
-    path = _path_part(text)
-    policy.check_path(path, "target")
-    target = resolve_target(text)
+    if "\0" in text:
+        raise ToolError(f"target {shown(text)} holds a NUL byte: no file has such a name.")
+    try:
+        path, function = split_target(text)
+    except OSError as exc:  # a name longer than the OS allows
+        raise ToolError(f"target {shown(text)} cannot be used: {exc.strerror or exc}.") from None
+    real = policy.check_path(path, "target")
+    if function is not None and not path.endswith(".py") and not os.path.exists(real):
+        target = resolve_target(text)  # a module (`pkg.mod:func`): no file to check; refused below
+    else:
+        target = resolve_target(real if function is None else f"{real}:{function}")
     if isinstance(target, ProgramTarget):
         if not (policy.allow_run if run is None else run):
             raise ToolError(
@@ -232,14 +268,6 @@ def check_target(text: str, policy: Policy, *, run: bool | None = None) -> Any:
             )
         policy.check_path(target.script, "program")
     return target
-
-
-def _path_part(text: str) -> str:
-    """The file part of TARGET (`run.tcx:f`, `script.py:f` -> the file)."""
-    left, sep, right = text.rpartition(":")
-    if sep and left and right.isidentifier() and not Path(text).exists():
-        return left
-    return text
 
 
 # --------------------------------------------------------------------------- the other tools
@@ -286,15 +314,19 @@ SOURCE_PROPERTIES: dict[str, Any] = {
 
 
 def show_source(args: dict[str, Any], policy: Policy) -> dict[str, Any]:
-    from tcx.core.run.inputs import open_file
+    from tcx.core import pysource
+    from tcx.core.run.inputs import model_of
+    from tcx.core.run.targets import FileTarget
 
-    check_target(args["target"], policy, run=False)
-    model, _ = open_file(args["target"])
+    target = check_target(args["target"], policy, run=False)
+    if not isinstance(target, FileTarget):
+        raise UsageError(f"{args['target']!r} is not a recording; show_source reads a recording's snapshot.")
+    model = model_of(target)
     texts, hashes = model.sources.texts, model.sources.sha256
     file = _snapshot_file(args["file"], sorted({*texts, *hashes}))
     if file not in texts:
         raise ToolError(f"{file!r} is in the recording by its sha256 only (over 1 MB when recorded).")
-    lines = texts[file].splitlines()
+    lines = pysource.line_texts(texts[file])
     first, last = 1, len(lines)
     if args.get("line") is not None:
         line, context = args["line"], args.get("context", SOURCE_CONTEXT)
@@ -350,11 +382,12 @@ def record(args: dict[str, Any], policy: Policy) -> dict[str, Any]:
     from tcx.core.views.explain import explain, to_json
     from tcx.core.views.registry import all_captures
 
-    if not isinstance(check_target(args["target"], policy), ProgramTarget):
+    target = check_target(args["target"], policy)
+    if not isinstance(target, ProgramTarget):
         raise UsageError(
             f"{args['target']!r} is not a program; the view tools read recordings and logs as they are."
         )
-    policy.check_path(args["save"], "save")
-    params = {**_params(args), "save": args["save"], "no_save": True}
+    save = policy.check_path(args["save"], "save")  # written as a new file, never through a link
+    params = {**_params(args), "target": target.label, "save": save, "no_save": True}
     loaded = common.load(params, True, capture=all_captures())  # every stage compiled, as `tcx report`
     return {**to_json(explain(loaded.model, common.selection(loaded))), "saved_to": loaded.saved_to}

@@ -21,6 +21,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 
+from tcx.core import pysource
 from tcx.core.ingest.source_roots import in_pseudo_filesystem, inside
 from tcx.core.model import Sources
 from tcx.renderers.code_block import CONTINUATION, colored, highlighted, pieces
@@ -33,7 +34,7 @@ MAX_FILE_BYTES = 20_000_000
 def source_lines(file: str, sources: Sources) -> list[str] | None:
     text = sources.texts.get(file)
     if text is not None:
-        return text.splitlines()
+        return pysource.line_texts(text)
     if sources.live:
         return _disk_lines(file, None)
     expected = sources.sha256.get(file)
@@ -62,7 +63,7 @@ def _disk_lines(file: str, sha256: str | None) -> list[str] | None:
             return None
     if sha256 is not None and hashlib.sha256(data).hexdigest() != sha256:
         return None
-    return data.decode("utf-8", errors="replace").splitlines()
+    return pysource.line_texts(pysource.decode_lenient(data))
 
 
 def excerpt(file: str | None, line: int | None, sources: Sources, fallback: str = "") -> SourceExcerpt | Text:

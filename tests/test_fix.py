@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, REPO, TorchTrace, read_torch_trace, run_tcx
+from conftest import PROGRAMS, REPO, TorchTrace, read_torch_trace, run_tcx, tool
 from fix_runs import counts, figures, fix_json, recompile_reasons, remedy
 
 pytestmark = [pytest.mark.torch]
@@ -150,9 +150,18 @@ def test_the_data_dependent_if_of_the_demo_gets_a_torch_cond_rewrite(demo):
 
 
 def test_a_branch_rewritten_as_torch_cond_on_a_copy_is_verified_with_torchs_counts(tmp_path):
-    program = tmp_path / "data_dependent_if.py"  # --apply writes beside it: not into the repository
-    program.write_bytes((PROGRAMS / "data_dependent_if.py").read_bytes())
+    """data_dependent_if.py's branch, in a latin-1 file (its coding cookie) with a form feed line and
+    \\v, \\x1c-\\x1e and \\x85 above it (str.splitlines splits there, Python does not:
+    tests/data/README.md, round3/): rewritten at Python's line, run from a copy in the file's own
+    encoding, verified with torch's counts; --apply replaces a FILE.tcx.patch symlink, never writing
+    its target (issue 36, items 2, 9, 12)."""
+    program = tmp_path / "latin1_branch.py"  # --apply writes beside it: not into the repository
+    program.write_bytes((REPO / "tests" / "data" / "round3" / "latin1_branch.py.txt").read_bytes())
     original = program.read_bytes()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    patch = Path(f"{program}.tcx.patch")
+    patch.symlink_to(victim)
     logs = tmp_path / "logs"
     proc = run_tcx(
         "fix", str(program), "--no-save", "--keep-logs", str(logs), "--format", "json", "--backend", "eager",
@@ -162,13 +171,27 @@ def test_a_branch_rewritten_as_torch_cond_on_a_copy_is_verified_with_torchs_coun
     doc = json.loads(proc.stdout)
     r = remedy(doc, "torch.cond")
     assert r["change"] == "return torch.cond(y.sum() > 0, lambda y: y + 1, lambda y: y - 1, (y,))"
+    assert r["finding"]["site"]["line"] == 13  # Python's line of the `if` (str.splitlines counts 19)
     baseline, after = read_torch_trace(logs / "baseline"), read_torch_trace(Path(r["trace_log"]))
     assert figures(doc["before"]) == counts(baseline) and baseline.graph_breaks == 1
     assert figures(r["after"]) == counts(after) and after.graph_breaks == 0  # torch's log of the copy's run
     assert r["verified"] is True and r["outputs_match"] is True, r["why_not"]
     assert program.read_bytes() == original  # the program ran from a copy; its file is as it was
-    patch = Path(f"{program}.tcx.patch")  # --apply: the verified rewrite's diff beside the file
-    assert patch.read_text(encoding="utf-8") == r["patch"] and f"patch written to {patch}" in proc.stderr
+    # --apply: the verified rewrite's diff beside the file, in the file's bytes; the link replaced
+    assert (
+        victim.read_text() == "keep me\n"
+        and not patch.is_symlink()
+        and f"patch written to {patch}" in proc.stderr
+    )
+    assert patch.read_bytes().decode("latin-1") == r["patch"]
+    patch_tool = tool("patch", "applies the FILE.tcx.patch that --apply writes")
+    applied = subprocess.run(
+        [patch_tool, "-s", "-o", "-", str(program)], input=patch.read_bytes(), capture_output=True
+    )
+    assert applied.returncode == 0, applied.stderr
+    lines = applied.stdout.split(b"\n")
+    assert lines[0] == b"# -*- coding: latin-1 -*-" and b'"caf\xe9"' in applied.stdout
+    assert lines[12].startswith(b"    return torch.cond(y.sum() > 0")
 
 
 def test_mark_dynamic_on_a_size_the_code_specializes_is_not_verified(tmp_path):

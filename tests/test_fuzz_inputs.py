@@ -13,6 +13,14 @@ documented exit code; anything else is exit 5 (an internal error).
 
 Deterministic (derandomized) so CI is reproducible. 5,600 examples in four tests that xdist
 runs side by side; tests/test_bad_input_round2.py walks every view and format systematically.
+
+Round three (issue 36, tests/test_bad_input_round3.py) adds three inputs from anywhere: hostile
+MCP tool arguments (200: links out of the root behind `:a.b` suffixes, NUL bytes, names too long,
+whole numbers as floats; no file outside the root may be opened), mutated baselines (300: 400-digit
+counts and times, NaN, deep nesting; read by `check --baseline` and `diff` in every format) and
+hostile program sources for `tcx fix`'s rewriters (150: coding cookies, BOMs, \r line ends,
+characters str.splitlines splits at, 200 kB lines, NUL and undecodable bytes; a rewrite compiles
+and keeps every line number). About 20 s together.
 """
 
 from __future__ import annotations
@@ -21,8 +29,12 @@ import functools
 import gzip
 import itertools
 import json
+import os
 import random
 import re
+import shutil
+import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +82,7 @@ LOG_GROUPS = {
     ],
 }
 RECORDING = DATA / "recordings" / "tiny.tcx.gz"
+LOOP_LOG = DATA / "traces" / "torch2.13_eager_loop_break.log.gz"
 # Real `what_if` and `cuda_preview` events of the same program, from `tcx recompiles --what-if`
 # and `tcx codegen --target cuda:sm_90` runs (see tests/data/README.md).
 EXTRA_EVENTS = DATA / "recordings" / "tiny_extra_events.jsonl"
@@ -409,3 +422,305 @@ def test_mutated_recordings_never_raise(tmp_path_factory, with_extra):
         read_and_view(load_recording, path, "recording", next(examples) % RENDER_ONE_IN == 0)
 
     check()
+
+
+# ------------------------------------------------------------------ round three (issue 36)
+# The same property on three more inputs from anywhere: the arguments an MCP client sends, a
+# baseline file committed to a repository, and the program source `tcx fix` rewrites. Nothing may
+# raise but tcx's own errors; the MCP server opens no file outside its root; a rewrite is Python
+# that keeps every line number.
+
+MCP_EXAMPLES = 200
+BASELINE_EXAMPLES = 300
+SOURCE_EXAMPLES = 150
+LONG_NAME = "n" * 300  # longer than a file name may be
+UP = os.pardir  # `..` in hostile targets: they climb out of the fuzz's root, within its tmp folder
+# What a target may be made of: the root's own inputs, links out of it, names the OS refuses.
+TARGET_BASES = [
+    "run.tcx.gz",
+    "loop.log.gz",
+    "logs",
+    "link.tcx",
+    "pw",
+    "out",
+    "out/secret.tcx.gz",
+    f"{UP}/outside/secret.tcx.gz",
+    "missing.tcx",
+    "",
+    ".",
+    "..",
+    LONG_NAME,
+    "x\0y",
+    "/etc/passwd",
+]
+TARGET_SUFFIXES = ["", ":f", ":g", ":a.b", ":a.b.c", "::", ":1", ":-", f":{LONG_NAME}", ":\0", ":/etc/passwd"]
+NUMBERS = [0, 1, 3, 3.0, 3.5, -1, 2**63, 1e300, 10**400, float("nan"), True, None, "3"]
+
+
+@functools.cache
+def mcp_root(base: Path) -> tuple[Path, Path]:
+    """(root, outside): the root holds a recording, a log and a log folder, and links to outside."""
+    root, outside = base / "root", base / "outside"
+    for folder in (root / "logs", outside):
+        folder.mkdir(parents=True)
+    shutil.copy(RECORDING, root / "run.tcx.gz")
+    shutil.copy(LOOP_LOG, root / "loop.log.gz")
+    shutil.copy(LOOP_LOG, root / "logs" / "rank_0.log.gz")
+    shutil.copy(RECORDING, outside / "secret.tcx.gz")
+    (outside / "passwd").write_text("root:x:0:0::/root:/bin/sh\n")
+    (root / "link.tcx").symlink_to(outside / "secret.tcx.gz")
+    (root / "pw").symlink_to(outside / "passwd")
+    (root / "out").symlink_to(outside, target_is_directory=True)
+    (root / "logs" / "leak.log").symlink_to(outside / "passwd")  # a link inside a log folder
+    return root, outside
+
+
+@st.composite
+def mcp_call(draw: st.DrawFn, root: Path) -> tuple[str, dict[str, Any]]:
+    name = draw(st.sampled_from(["explain", "list_compiles", "show_source", "guards", "recompiles"]))
+    base, suffix = draw(st.sampled_from(TARGET_BASES)), draw(st.sampled_from(TARGET_SUFFIXES))
+    where = draw(st.sampled_from([f"{root}/", "", f"{root}/logs/{UP}/"]))
+    args: dict[str, Any] = {"target": f"{where}{base}{suffix}"}
+    extra = {
+        "function": st.sampled_from(["f", "a.b", f"{UP}/pw", "\0", "", LONG_NAME]),
+        "compile": st.lists(st.sampled_from(["0/0", "1/0", "9/9", "0/0-1/0", "", "x"]), max_size=3),
+        "kernel": st.sampled_from(["", "triton", "\0"]),
+        "rank": st.lists(st.sampled_from(NUMBERS), max_size=2),
+        "file": st.sampled_from(["tiny.py", "/etc/passwd", "", "py", "\0"]),
+        "line": st.sampled_from(NUMBERS),
+        "context": st.sampled_from(NUMBERS),
+        "bogus": st.just(1),
+    }
+    for key in draw(st.sets(st.sampled_from(list(extra)), max_size=3)):
+        args[key] = draw(extra[key])
+    if name == "show_source" and "file" not in args:
+        args["file"] = "tiny.py"
+    return name, args
+
+
+def test_hostile_mcp_arguments_are_answered_inside_the_root(tmp_path_factory):
+    """Every answer is a document or a ToolError, and no file outside the root is opened (an audit
+    hook sees every open of this process while a call runs)."""
+    from tcx.cli.mcp_tools import Policy, ToolError, call, tools
+
+    root, outside = mcp_root(tmp_path_factory.mktemp("mcp"))
+    policy = Policy(roots=(os.path.realpath(root),), allow_run=False)
+    table = {t.name: t for t in tools(policy)}
+    opened = _audited_opens()
+
+    @settings(max_examples=MCP_EXAMPLES, **FUZZ_SETTINGS)
+    @given(request=mcp_call(root))
+    def check(request: tuple[str, dict[str, Any]]) -> None:
+        name, args = request
+        opened.clear()
+        opened.append("")  # recording
+        try:
+            json_text(call(table[name], args, policy))
+        except ToolError:
+            pass
+        finally:
+            seen = opened[1:]
+            opened.clear()
+        assert not [p for p in seen if p.startswith(str(outside))], (args, seen)
+
+    check()
+
+
+_OPENS: list[str] = []
+
+
+def _audit_open(event: str, args: tuple[Any, ...]) -> None:
+    if _OPENS and event == "open" and args and isinstance(args[0], (str, bytes)):
+        _OPENS.append(os.path.realpath(os.fsdecode(args[0])))
+
+
+@functools.cache
+def _audited_opens() -> list[str]:
+    """The list the audit hook appends opened paths to while it is not empty (installed once)."""
+    sys.addaudithook(_audit_open)
+    return _OPENS
+
+
+@functools.cache
+def real_baseline() -> str:
+    """The baseline `tcx check --write-baseline` writes for torch's demo log, as JSON text."""
+    from tcx.core.views.run_facts import BASELINE_SCHEMA, run_facts
+
+    facts = run_facts(build_model(load_trace(DATA / "traces" / "torch2.13_eager_demo.log.gz"), "trace"))
+    facts.schema = BASELINE_SCHEMA
+    return json.dumps(facts.to_json())
+
+
+@st.composite
+def mutated_baseline(draw: st.DrawFn) -> str:
+    """The real baseline with a few places changed: numbers the JSON admits where a count or a time
+    is (400 digits, NaN, negative, fractional), then mutations of any place; or a line that is not JSON."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(st.sampled_from(BAD_LINES))
+    doc = json.loads(real_baseline())
+    places = [("counts", k) for k in doc["counts"]] + [("compile_time_s", "total"), ("compile_time_s", "x")]
+    for section, key in draw(st.lists(st.sampled_from(places), max_size=3)):
+        doc[section][key] = draw(st.sampled_from(BASELINE_NUMBERS))
+    for _ in range(draw(st.integers(0, 3))):
+        doc = mutated(doc, random.Random(draw(SEEDS)))
+    return json.dumps(doc, ensure_ascii=draw(st.booleans()))
+
+
+BASELINE_NUMBERS = [10**400, -(10**30), float("nan"), float("inf"), 1e308, -1, 2.5, 2**63, 0, 7]
+
+
+def test_mutated_baselines_never_raise(tmp_path_factory):
+    """A baseline read by `check --baseline` and as a side of `diff`, compared with the log it was
+    written from and printed in every format `diff` has: a clear error (a TcxError) or output, with
+    strict JSON; never an OverflowError or a RecursionError (exit 5)."""
+    from tcx.core.views.check import compare_baseline
+    from tcx.core.views.diff import diff
+    from tcx.core.views.explain import explain
+    from tcx.core.views.registry import get
+    from tcx.core.views.run_facts import baseline_file, run_facts
+    from tcx.renderers.formats import write
+
+    model = build_model(load_trace(DATA / "traces" / "torch2.13_eager_demo.log.gz"), "trace")
+    ex, facts, view = explain(model), run_facts(model), get("diff")
+    where = work_dir(tmp_path_factory, "fuzz-baselines") / "base.json"
+
+    @settings(max_examples=BASELINE_EXAMPLES, **FUZZ_SETTINGS)
+    @given(text=mutated_baseline())
+    def check(text: str) -> None:
+        where.write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            compare_baseline(str(where), ex)
+            side = baseline_file(str(where))
+        except TcxError:
+            return
+        if side is None:  # not a baseline: `diff` reads it as a recording or a log
+            return
+        result = diff(side, facts)
+        for fmt in view.formats:
+            printed = _printed(lambda console, fmt=fmt: write(view, result, fmt, console, None))
+            assert not RAW_CONTROL.search(printed), fmt
+            if fmt == "json":
+                json.loads(printed, parse_constant=_refuse)
+
+    check()
+
+
+def _printed(render: Any) -> str:
+    """What `render(console)` prints (console and stdout), colour off, as in a pipe."""
+    import contextlib
+    import io
+
+    from tcx.renderers.console import make_console
+
+    sink, out = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out):
+        render(make_console(sink, color=False, width=100))
+    return sink.getvalue() + out.getvalue()
+
+
+# Programs around the four shapes tcx fix rewrites, made hostile: an encoding (a coding cookie, a
+# BOM), line ends, characters str.splitlines splits at and Python does not, long lines, tabs and
+# form feeds in indentation, nested functions, many calls, NUL bytes and undecodable bytes.
+SPLITS_ONLY = ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+SHAPES = {
+    "cond": (
+        "@torch.compile\ndef f(x):\n    y = x * 2{c}\n    if y.sum() > 0:{c}\n        y = y + 1{c}\n"
+        "{else_}    return y\n"
+    ),
+    "guard": (
+        "@torch.compile\ndef f(x, c):\n    n = c.item(){c}\n    if n < 0:{c}\n"
+        "        raise ValueError('negative'){c}\n    return x * n\n"
+    ),
+    "print": "@torch.compile\ndef f(x):\n    y = x.sin(){c}\n    print('y:', y){c}\n    return y\n",
+    "helper": (
+        "\ndef helper(x):{c}\n    return x + len(str(x)){c}\n\n\n@torch.compile\ndef f(x):\n"
+        "    return helper(x)\n"
+    ),
+}
+ELSE = ["", "    else:\n        y = y - 1\n"]
+ABOVE = ["\x0c", "{c}", f"DATA = '{'x' * 200_000}'", "X = (((((1)))))", "\t", ""]
+
+
+@st.composite
+def hostile_program(draw: st.DrawFn) -> tuple[bytes, str, str]:
+    """(the file's bytes, its shape, the encoding it was written in)."""
+    shape = draw(st.sampled_from(list(SHAPES)))
+    encoding = draw(st.sampled_from(["utf-8", "utf-8-sig", "latin-1", "cp1252"]))
+    chars = [c for c in SPLITS_ONLY if _encodable(c, encoding)]
+    comment = "  # " + "".join(draw(st.lists(st.sampled_from([*chars, "é", "x", "\t"]), max_size=6)))
+    c = draw(st.sampled_from(["", comment]))
+    body = SHAPES[shape].format(c=c, else_=draw(st.sampled_from(ELSE)))
+    if draw(st.booleans()):  # nested one level: the rewrite must find the innermost function
+        inner = "".join(f"    {ln}" if ln.strip() else ln for ln in body.splitlines(True))
+        body = f"def outer():\n{inner}    return f\n\n\nf = outer()\n"
+    calls = draw(st.integers(0, 120)) if shape == "print" else draw(st.integers(0, 2))
+    above = [a.format(c=comment) for a in draw(st.lists(st.sampled_from(ABOVE), max_size=4))]
+    called = [f"out = f(torch.ones(2)){comment if i % 7 == 0 else ''}" for i in range(calls)]
+    text = "\n".join(["import torch", *above, "", body, *called, ""])
+    end = draw(st.sampled_from(["\n", "\r\n", "\r"]))
+    text = text.replace("\n", end)
+    if encoding in ("latin-1", "cp1252") or draw(st.booleans()):
+        text = f"# -*- coding: {encoding} -*-{end}" + text
+    data = text.encode(encoding, errors="replace")
+    damage = draw(st.sampled_from([None, None, None, b"\0", b"\xff\xfe", b"\xc3"]))
+    if damage:
+        at = draw(st.integers(0, len(data)))
+        data = data[:at] + damage + data[at:]
+    return data, shape, encoding
+
+
+def _encodable(char: str, encoding: str) -> bool:
+    try:
+        char.encode(encoding)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def test_hostile_sources_get_a_rewrite_that_keeps_every_line_or_a_reason(tmp_path_factory):
+    """Each rewriter at each line of the program: a Rewrite, a list of them, or why not; never an
+    exception. A rewrite is Python (it compiles as the interpreter reads the file) with as many
+    lines as the program, in the program's encoding."""
+    from test_fix_rewrites import site
+
+    from tcx.core import pysource
+    from tcx.core.fix import source_file
+    from tcx.core.fix.check_rewrite import check_rewrite
+    from tcx.core.fix.helper_rewrite import helper_rewrites
+    from tcx.core.fix.print_rewrite import print_rewrite
+    from tcx.core.fix.rewrites import Rewrite, cond_rewrite
+
+    path = work_dir(tmp_path_factory, "fuzz-sources") / "program.py"
+    made: Counter[str] = Counter()
+    symnode = "attempted to jump with SymNodeVariable()"
+
+    @settings(max_examples=SOURCE_EXAMPLES, **FUZZ_SETTINGS)
+    @given(program=hostile_program())
+    def check(program: tuple[bytes, str, str]) -> None:
+        data, shape, _ = program
+        path.write_bytes(data)
+        try:
+            text, encoding = pysource.decode(data)
+            compile(data, str(path), "exec")
+            lines = pysource.lines(text)
+        except (SyntaxError, ValueError):
+            lines, encoding = None, None  # Python refuses it: so must every rewriter (with a reason)
+        count = len(lines) if lines else data.count(b"\n") + 1
+        for line in range(1, min(count, 40) + 1):
+            answers: list[Any] = []
+            with source_file.budget():
+                answers.append(cond_rewrite(str(path), line))
+                answers.append(check_rewrite(site(path, line, debug=symnode)))
+                answers.append(print_rewrite(site(path, line)))
+                answers.append(helper_rewrites(site(path, line, stack=((line + 3, "f"), (line, "helper")))))
+            for answer in [a for made in answers for a in (made if isinstance(made, list) else [made])]:
+                if isinstance(answer, str):
+                    continue
+                assert isinstance(answer, Rewrite) and lines is not None, answer
+                assert answer.encoding == encoding
+                compile(answer.data, str(path), "exec")  # still Python, read as Python reads the file
+                assert len(pysource.lines(answer.text)) == len(lines), shape  # every line keeps its number
+                made[shape] += 1
+
+    check()
+    assert set(made) == set(SHAPES), made  # every shape was rewritten somewhere: the property was tested

@@ -103,7 +103,9 @@ BELOW = {
     "tcx.core.model": {"tcx.core.torchtext", "tcx.core.ingest"},
     "tcx.core.analysis": {"tcx.core.torchtext", "tcx.core.ingest", "tcx.core.model"},
 }
-BASICS = {"errors", "frames", "selection", "selectors"}
+# files: how every file tcx writes is written (never through a link); pysource: Python source as
+# the interpreter reads it (its encoding and lines), for the recorder, fix, renderers and MCP alike.
+BASICS = {"errors", "files", "frames", "pysource", "selection", "selectors"}
 NEVER_BELOW_THE_CLI = ("tcx.cli", "tcx.renderers", "tcx.tui", "tcx.api")
 
 

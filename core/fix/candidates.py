@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tcx.core.fix import source_file
 from tcx.core.fix.check_rewrite import check_rewrite
 from tcx.core.fix.helper_rewrite import helper_rewrites
 from tcx.core.fix.print_rewrite import print_rewrite
@@ -273,7 +274,7 @@ def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: di
     for needles, advice, rewriters in CODE_RULES:
         if not any(n in text for n in needles):
             continue
-        made = [m for r in rewriters for m in _as_list(r(site))]
+        made = [m for r in rewriters for m in _as_list(_bounded(r, site))]
         rewrites = [m for m in made if isinstance(m, Rewrite)]
         for alternative, rewrite in enumerate(rewrites, int(configured)):
             remedy = by_change.setdefault(
@@ -287,6 +288,16 @@ def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: di
             remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
             remedy.findings.append(finding)
         return
+
+
+def _bounded(rewriter: Any, site: BreakSite) -> Rewrite | list[Rewrite] | str:
+    """The rewriter's answer, or why none when analysing the file took over its budget."""
+    try:
+        with source_file.budget():
+            made: Rewrite | list[Rewrite] | str = rewriter(site)
+            return made
+    except source_file.OverBudget:
+        return f"analysing {site.file} took over {source_file.SECONDS:g} s, the limit for one rewrite"
 
 
 def _as_list(made: Rewrite | list[Rewrite] | str) -> list[Rewrite | str]:

@@ -23,7 +23,9 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from tcx.core.fix.rewrites import Rewrite, commented, if_at, parsed, rewritten
+from tcx.core import pysource
+from tcx.core.fix.rewrites import Rewrite, commented, if_at, rewritten
+from tcx.core.fix.source_file import SourceFile, read
 
 if TYPE_CHECKING:
     from tcx.core.views.explain import BreakSite
@@ -48,38 +50,38 @@ def check_rewrite(site: BreakSite) -> Rewrite | str:
         if "TensorVariable" in contexts:
             return "the branch is on a tensor, not on a Python number (torch._check takes a bool)"
         return "torch's break does not say the condition is a Python number (SymNodeVariable)"
-    read = parsed(site.file, site.line)
-    if isinstance(read, str):
-        return read
-    source, tree = read
-    found = if_at(tree, int(site.line or 0))
+    src = read(site.file, site.line)
+    if isinstance(src, str):
+        return src
+    found = if_at(src.tree, int(site.line or 0))
     if found is None:
         return f"no `if` statement starts at line {site.line}"
     _func, _block, node = found
     if node.orelse or len(node.body) != 1 or not isinstance(node.body[0], ast.Raise):
         return "the `if` does more than raise (torch._check would drop a branch the program takes)"
-    holds = _negated(source, node.test)
+    holds = _negated(src, node.test)
     if holds is None:
         return "the condition is not one comparison (or `not` of one) tcx fix can negate"
     message = _message(node.body[0])
     code = f"torch._check({holds}{f', lambda: {message}' if message else ''})"
-    lines = source.splitlines(keepends=True)
+    lines = list(src.lines)
     first, last = node.lineno, node.end_lineno or node.lineno
     head = lines[first - 1]
     indent = head[: len(head) - len(head.lstrip())]
-    new = [f"{indent}{code}{MARK}\n", *(commented(text, indent) for text in lines[first:last])]
+    end = pysource.line_end(head) or "\n"
+    new = [f"{indent}{code}{MARK}{end}", *(commented(text, indent) for text in lines[first:last])]
     text = "".join([*lines[: first - 1], *new, *lines[last:]])
-    return rewritten(str(site.file), source, text, code)
+    return rewritten(src, text, code)
 
 
-def _negated(source: str, test: ast.expr) -> str | None:
+def _negated(src: SourceFile, test: ast.expr) -> str | None:
     """The source of `not test` without `not`: one comparison flipped, or the operand of a `not`."""
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        return ast.get_source_segment(source, test.operand)
+        return src.segment(test.operand)
     if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in FLIPPED:
-        left = ast.get_source_segment(source, test.left)
-        right = ast.get_source_segment(source, test.comparators[0])
-        if left and right and "\n" not in left + right:
+        left = src.one_line(test.left)
+        right = src.one_line(test.comparators[0])
+        if left and right:
             return f"{left} {FLIPPED[type(test.ops[0])]} {right}"
     return None
 

@@ -25,7 +25,9 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from tcx.core.fix.rewrites import Rewrite, parsed, rewritten
+from tcx.core import pysource
+from tcx.core.fix.rewrites import Rewrite, rewritten
+from tcx.core.fix.source_file import read
 
 if TYPE_CHECKING:
     from tcx.core.views.explain import BreakSite
@@ -43,14 +45,13 @@ def helper_rewrites(site: BreakSite) -> list[Rewrite] | str:
     if isinstance(helper, str):
         return helper
     file, line, name = helper
-    read = parsed(file, line)
-    if isinstance(read, str):
-        return read
-    source, tree = read
+    src = read(file, line)
+    if isinstance(src, str):
+        return src
     func = next(
         (
             n
-            for n in tree.body
+            for n in src.tree.body
             if isinstance(n, ast.FunctionDef) and n.name == name and n.lineno <= line <= (n.end_lineno or 0)
         ),
         None,
@@ -59,14 +60,15 @@ def helper_rewrites(site: BreakSite) -> list[Rewrite] | str:
         return f"{name} is not a top-level function of {file}"
     if func.decorator_list:
         return f"{name} already has decorators"
-    lines = source.splitlines(keepends=True)
+    lines = src.lines
     above = func.lineno - 2  # the line above `def`, 0-based
-    if above < 0 or lines[above].strip():
+    if above < 0 or lines[above].strip(" \t\f\r\n"):
         return f"no blank line above `def {name}` to put the decorator on (every line keeps its number)"
+    end = pysource.line_end(lines[above]) or "\n"
     rewrites = []
     for decorator, needs in DECORATORS:
-        text = "".join([*lines[:above], f"@{decorator}{MARK}\n", *lines[above + 1 :]])
-        rewrites.append(rewritten(file, source, text, f"@{decorator}  # on def {name}", needs))
+        text = "".join([*lines[:above], f"@{decorator}{MARK}{end}", *lines[above + 1 :]])
+        rewrites.append(rewritten(src, text, f"@{decorator}  # on def {name}", needs))
     return rewrites
 
 

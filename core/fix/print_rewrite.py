@@ -32,27 +32,30 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from tcx.core.fix.rewrites import Rewrite, parsed, rewritten
+from tcx.core import pysource
+from tcx.core.fix.rewrites import Rewrite, rewritten
+from tcx.core.fix.source_file import read, walk
 
 if TYPE_CHECKING:
     from tcx.core.views.explain import BreakSite
 
 MARK = "  # tcx fix: the print moved after the compiled call"
+MAX_CALLS = 100  # a function called in more places than this is not rewritten (each call is an edit)
 Edit = tuple[int, int, str]  # (1-based line, column, text inserted there)
 
 
 def print_rewrite(site: BreakSite) -> Rewrite | str:
     """The print at the break's line moved after each call of its compiled function, or why not."""
-    read = parsed(site.file, site.line)
-    if isinstance(read, str):
-        return read
-    source, tree = read
+    src = read(site.file, site.line)
+    if isinstance(src, str):
+        return src
+    tree = src.tree
     found = _print_before_return(tree, int(site.line or 0))
     if isinstance(found, str):
         return found
     func, printed, returned = found
-    text = ast.get_source_segment(source, printed)
-    if not text or "\n" in text:
+    text = src.one_line(printed)
+    if not text:
         return "the print spans several lines"
     unread = _foreign_names(func, printed, set(returned))
     if unread:
@@ -65,17 +68,33 @@ def print_rewrite(site: BreakSite) -> Rewrite | str:
         return edits
     if not edits:
         return f"{func.name} is not called in this file"
-    lines = source.splitlines(keepends=True)
+    lines = list(src.lines)
     head = lines[printed.lineno - 1]
     indent = head[: len(head) - len(head.lstrip())]
-    lines[printed.lineno - 1] = f"{indent}# {text}{MARK}\n"
-    for line, col, insert in sorted((e for call in edits for e in call), reverse=True):
-        row = lines[line - 1].encode("utf-8")  # ast's columns count UTF-8 bytes
-        if row[col:].strip():  # more code (or a comment) follows: no mark, it would comment it out
-            insert = insert.removesuffix(MARK)
-        lines[line - 1] = (row[:col] + insert.encode("utf-8") + row[col:]).decode("utf-8")
+    end = pysource.line_end(head) or "\n"
+    lines[printed.lineno - 1] = f"{indent}# {text}{MARK}{end}"
+    by_line: dict[int, list[tuple[int, str]]] = {}
+    for line, col, insert in (e for call in edits for e in call):
+        by_line.setdefault(line, []).append((col, insert))
+    for line, inserts in by_line.items():
+        lines[line - 1] = _inserted(src.raw[line - 1], inserts)
     change = f"{text} after each call of {func.name} ({len(edits)} in the file)"
-    return rewritten(str(site.file), source, "".join(lines), change)
+    return rewritten(src, "".join(lines), change)
+
+
+def _inserted(row: bytes, inserts: list[tuple[int, str]]) -> str:
+    """`row` (a line in UTF-8: ast's columns count its bytes) with each text inserted at its column,
+    in one pass. An insertion followed by more code (or a comment) loses its mark, which would
+    comment that out."""
+    pieces, at = [], 0
+    code_ends = len(row.rstrip())
+    for col, insert in sorted(inserts):
+        if col < code_ends:
+            insert = insert.removesuffix(MARK)
+        pieces += [row[at:col], insert.encode("utf-8")]
+        at = col
+    pieces.append(row[at:])
+    return b"".join(pieces).decode("utf-8")
 
 
 def _print_before_return(tree: ast.Module, line: int) -> tuple[ast.FunctionDef, ast.Call, list[str]] | str:
@@ -109,11 +128,11 @@ def _foreign_names(func: ast.FunctionDef, printed: ast.Call, returned: set[str])
     """The function's own names the print reads that it does not return (a starred argument too)."""
     own = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
     own |= {a.arg for a in (func.args.vararg, func.args.kwarg) if a}
-    own |= {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    own |= {n.id for n in walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     read = [
         n.id
         for arg in [*printed.args, *(k.value for k in printed.keywords)]
-        for n in ast.walk(arg)
+        for n in walk(arg)
         if isinstance(n, ast.Name)
     ]
     foreign = [n for n in read if n in own and n not in returned]
@@ -162,7 +181,10 @@ def _call_edits(
     them is not one tcx fix can handle."""
     handled: set[int] = set()
     edits: list[list[Edit]] = []
-    for node in ast.walk(tree):
+    for node in walk(tree):
+        if len(edits) > MAX_CALLS:
+            called = ", ".join(sorted(names))
+            return f"{called} is called in over {MAX_CALLS} places (tcx fix moves a print after that many)"
         if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _calls(node.value, names):
             targets = node.targets[0] if len(node.targets) == 1 else None
             values = _assigned(targets, returned)
@@ -173,7 +195,7 @@ def _call_edits(
             edits.append([(*at, f"; {_substituted(text, printed, values)}{MARK}")])
         elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call) and _calls(node.value, names):
             call = node.value
-            reads = [n for n in ast.walk(printed) if isinstance(n, ast.Name) and n.id in returned]
+            reads = [n for n in walk(printed) if isinstance(n, ast.Name) and n.id in returned]
             handled.add(id(call.func))
             end = (call.end_lineno or call.lineno, call.end_col_offset or 0)
             if not reads:  # the print reads nothing the call returns: it follows the call
@@ -185,7 +207,7 @@ def _call_edits(
             edits.append([(call.lineno, call.col_offset, before), (*end, f"{after}{MARK}")])
         elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _is_compile(node.value):
             handled.update(id(a) for a in node.value.args[:1])  # NAME = torch.compile(func): not a call
-    for node in ast.walk(tree):
+    for node in walk(tree):
         if isinstance(node, ast.Name) and node.id in names and id(node) not in handled:
             return f"{node.id} is used at line {node.lineno} other than in a call statement"
     return edits
@@ -220,7 +242,7 @@ def _around(text: str, printed: ast.Call, name: ast.Name) -> tuple[str, str]:
 def _substituted(text: str, printed: ast.Call, values: dict[str, str]) -> str:
     """The print's source with each returned name it reads replaced by the caller's expression."""
     reads = sorted(
-        (n for n in ast.walk(printed) if isinstance(n, ast.Name) and n.id in values),
+        (n for n in walk(printed) if isinstance(n, ast.Name) and n.id in values),
         key=lambda n: n.col_offset,
         reverse=True,
     )

@@ -26,14 +26,20 @@ from __future__ import annotations
 import ast
 import builtins
 import difflib
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from tcx.core import files, pysource
+from tcx.core.fix.source_file import SourceFile, read, walk
 
 if TYPE_CHECKING:
     from tcx.core.views.explain import BreakSite
 
 MARK = "  # tcx fix: a data-dependent `if` as torch.cond"
+# The fields of a statement that hold statements (an except clause's and a match case's bodies too).
+STATEMENT_LISTS = ("body", "orelse", "finalbody", "handlers", "cases")
 
 
 @dataclass(frozen=True)
@@ -41,29 +47,36 @@ class Rewrite:
     file: str
     text: str  # the whole rewritten file
     line: str  # the new statement, as code
-    patch: str  # unified diff of the original and the rewritten file
+    patch: str  # unified diff of the original and the rewritten file, to show
     needs: str | None = None  # a torch API the rewrite calls that an older torch lacks (`missing` key)
+    encoding: str = "utf-8"  # the file's, as Python reads it ("utf-8-sig": it starts with a BOM)
+    original: str = ""  # the file's text before the rewrite
+
+    @property
+    def data(self) -> bytes:
+        """The rewritten file's bytes, in the file's own encoding (a copy runs as the file would)."""
+        return self.text.encode(self.encoding)
+
+    def patch_data(self) -> bytes:
+        """The patch in the file's own bytes (its encoding, its BOM), so `patch FILE < FILE.tcx.patch`
+        finds every line it changes."""
+        name = os.fsencode(self.file)
+        return b"".join(
+            difflib.diff_bytes(
+                difflib.unified_diff,
+                self.original.encode(self.encoding).splitlines(keepends=True),  # the lines Python counts
+                self.data.splitlines(keepends=True),
+                name,
+                name + b" (tcx fix)",
+            )
+        )
 
 
-def parsed(file: str | None, line: int | None) -> tuple[str, ast.Module] | str:
-    """The source and syntax tree of a break's file (one that imports torch), or why not."""
-    if not file or not line:
-        return "the break has no source line"
-    try:
-        source = Path(file).read_text(encoding="utf-8")
-        tree = ast.parse(source)
-    except (OSError, SyntaxError, ValueError) as exc:
-        return f"the source could not be read ({type(exc).__name__})"
-    if not _imports_torch(tree):
-        return "the file does not `import torch`"
-    return source, tree
-
-
-def rewritten(file: str, source: str, text: str, line: str, needs: str | None = None) -> Rewrite:
-    """The Rewrite of `file` from `source` to `text`, with its unified diff."""
-    lines, new = source.splitlines(keepends=True), text.splitlines(keepends=True)
-    patch = "".join(difflib.unified_diff(lines, new, file, f"{file} (tcx fix)"))
-    return Rewrite(file, text, line, patch, needs)
+def rewritten(src: SourceFile, text: str, line: str, needs: str | None = None) -> Rewrite:
+    """The Rewrite of `src` to `text`, with its unified diff."""
+    new = pysource.lines(text)
+    patch = "".join(difflib.unified_diff(list(src.lines), new, src.path, f"{src.path} (tcx fix)"))
+    return Rewrite(src.path, text, line, patch, needs, src.encoding, src.text)
 
 
 def cond_at(site: BreakSite) -> Rewrite | str:
@@ -73,32 +86,33 @@ def cond_at(site: BreakSite) -> Rewrite | str:
 
 def write_patch(rewrite: Rewrite) -> Path:
     """`--apply`: the rewrite's unified diff next to its file, as FILE.tcx.patch; the file itself is
-    never changed (`patch FILE < FILE.tcx.patch` applies it)."""
+    never changed (`patch FILE < FILE.tcx.patch` applies it). A FILE.tcx.patch that exists is
+    replaced, never written through (a link to another file stays as it was: core/files.py)."""
     path = Path(rewrite.file + ".tcx.patch")
-    path.write_text(rewrite.patch, encoding="utf-8")
+    files.write_bytes(path, rewrite.patch_data())
     return path
 
 
 def cond_rewrite(file: str | None, line: int | None) -> Rewrite | str:
     """The rewrite of the `if` at `file:line`, or why there is none."""
-    read = parsed(file, line)
-    if isinstance(read, str):
-        return read
-    source, tree = read
-    found = if_at(tree, line)  # type: ignore[arg-type]
+    src = read(file, line)
+    if isinstance(src, str):
+        return src
+    found = if_at(src.tree, line)  # type: ignore[arg-type]
     if found is None:
         return f"no `if` statement starts at line {line}"
     func, parent, node = found
-    statement = _cond_statement(source, func, parent, node)
+    statement = _cond_statement(src, func, parent, node)
     if isinstance(statement, str):
         return statement
     code, first, last = statement
-    lines = source.splitlines(keepends=True)
+    lines = list(src.lines)
     indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
-    new = [f"{indent}{code}{MARK}\n"]
+    end = pysource.line_end(lines[first - 1]) or "\n"
+    new = [f"{indent}{code}{MARK}{end}"]
     new += [commented(text, indent) for text in lines[first:last]]
     text = "".join([*lines[: first - 1], *new, *lines[last:]])
-    return rewritten(str(file), source, text, code)
+    return rewritten(src, text, code)
 
 
 def commented(text: str, indent: str) -> str:
@@ -106,34 +120,37 @@ def commented(text: str, indent: str) -> str:
     return f"{indent}# {body}" if body.strip() else text
 
 
-def _imports_torch(tree: ast.Module) -> bool:
-    return any(
-        isinstance(node, ast.Import) and any(a.name == "torch" and a.asname is None for a in node.names)
-        for node in tree.body
-    )
-
-
 def if_at(tree: ast.Module, line: int) -> tuple[ast.FunctionDef, list[ast.stmt], ast.If] | None:
-    for func in ast.walk(tree):
-        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        for parent in ast.walk(func):
-            for field in ("body", "orelse"):
-                block = getattr(parent, field, None)
-                if not isinstance(block, list):
+    """(the innermost function around it, the statements it is one of, the `if`) for the `if`
+    statement that starts at `line` inside a function. Only the statements whose lines hold `line`
+    are entered (a statement is within its parent's lines; an `if` is never inside an expression),
+    so a 700,000-element literal elsewhere in the file costs nothing."""
+    stack: list[tuple[ast.AST, ast.FunctionDef | None]] = [(tree, None)]
+    while stack:
+        node, func = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            func = node  # type: ignore[assignment]
+        for field in STATEMENT_LISTS:
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for stmt in block:
+                first = getattr(stmt, "lineno", None)  # a match_case has no position of its own
+                if first is not None and not first <= line <= (getattr(stmt, "end_lineno", None) or first):
                     continue
-                for stmt in block:
-                    if isinstance(stmt, ast.If) and stmt.lineno == line:
-                        return func, block, stmt  # type: ignore[return-value]
+                in_block = field in ("body", "orelse") and func is not None
+                if in_block and isinstance(stmt, ast.If) and first == line:
+                    return func, block, stmt  # type: ignore[return-value]
+                stack.append((stmt, func))
     return None
 
 
 def _cond_statement(
-    source: str, func: ast.FunctionDef, block: list[ast.stmt], node: ast.If
+    src: SourceFile, func: ast.FunctionDef, block: list[ast.stmt], node: ast.If
 ) -> tuple[str, int, int] | str:
     """(the torch.cond statement, first line, last line it replaces) or why not."""
-    cond = ast.get_source_segment(source, node.test)
-    if not cond or "\n" in cond:
+    cond = src.one_line(node.test)
+    if not cond:
         return "the condition spans several lines"
     body = node.body
     if len(body) == 1 and isinstance(body[0], ast.Assign) and _single_name(body[0]):
@@ -144,8 +161,8 @@ def _cond_statement(
             and _single_name(node.orelse[0]) == name
         ):
             return "the else branch is not one assignment to the same name"
-        true = ast.get_source_segment(source, body[0].value)
-        false = ast.get_source_segment(source, node.orelse[0].value) if node.orelse else f"{name}.clone()"  # type: ignore[attr-defined]
+        true = src.segment(body[0].value)
+        false = src.segment(node.orelse[0].value) if node.orelse else f"{name}.clone()"  # type: ignore[attr-defined]
         operands = _operands(func, [body[0].value, *(o.value for o in node.orelse)], first=name)  # type: ignore[attr-defined]
         return _call(f"{name} = ", cond, true, false, operands), node.lineno, node.end_lineno or node.lineno
     after = block.index(node) + 1
@@ -159,8 +176,8 @@ def _cond_statement(
         and block[after].value is not None  # type: ignore[attr-defined]
     ):
         returned = block[after]
-        true = ast.get_source_segment(source, body[0].value)
-        false = ast.get_source_segment(source, returned.value)  # type: ignore[attr-defined]
+        true = src.segment(body[0].value)
+        false = src.segment(returned.value)  # type: ignore[attr-defined]
         operands = _operands(func, [body[0].value, returned.value])  # type: ignore[attr-defined, list-item]
         return (
             _call("return ", cond, true, false, operands),
@@ -184,11 +201,11 @@ def _call(prefix: str, cond: str, true: str | None, false: str | None, operands:
 def _operands(func: ast.FunctionDef, exprs: list[ast.expr], first: str | None = None) -> list[str]:
     """The function's local names the branches read (parameters and assigned names), `first` first."""
     local = {a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)}
-    local |= {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local |= {n.id for n in walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     read = [
         n.id
         for e in exprs
-        for n in ast.walk(e)
+        for n in walk(e)
         if isinstance(n, ast.Name) and n.id in local and not hasattr(builtins, n.id)
     ]
     return list(dict.fromkeys([*([first] if first else []), *read]))

@@ -344,7 +344,7 @@ def _run(runner: Runner, workdir: Path, name: str, remedy: Remedy | None, *, bas
     if remedy and remedy.rewrite:  # the rewritten program runs from a copy: the user's file stays
         copy = workdir / name / Path(remedy.rewrite.file).name
         copy.parent.mkdir()
-        copy.write_text(remedy.rewrite.text, encoding="utf-8")
+        copy.write_bytes(remedy.rewrite.data)  # in the file's own encoding, as Python will read it
     request = RunRequest(
         name, str(spec_path), remedy.dynamic if remedy else None, baseline, str(copy) if copy else None
     )

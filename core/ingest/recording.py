@@ -7,6 +7,8 @@ Line 1 is the header; every later line is an event with a "kind":
                   "payload" (string or null); the same events TORCH_TRACE writes to its logs
     graph_break   typed fields from Dynamo's graph-break hook (gb_type, user stack ...)
     compile_call  a torch.compile() call in the program: what it asked for, what tcx used
+    compile_seen  a frame Dynamo started compiling, seen by tcx's own hook: its compile_id (the
+                  structured trace must hold records of it, or capture was lost)
     call          a call tcx made itself for a `script.py:func --call` target
     log           a torch log record (warnings that would otherwise go to stderr)
     program_exit  how the program ended, written by the recorder child
@@ -87,7 +89,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from tcx import __version__
-from tcx.core.errors import InputError
+from tcx.core.errors import READ_ERRORS, InputError
 from tcx.core.ingest.event_schema import MAX_REPORTED, decode_json, drop_bad_header_fields, event_problem
 
 FORMAT_NAME = "tcx-recording"
@@ -168,14 +170,14 @@ def _open_text(path: Path) -> IO[str]:
 def load_recording(path: str | Path) -> Recording:
     """Read a recording; raise InputError when it is not one (or is from a newer tcx)."""
     path = Path(path)
-    if not path.is_file():
-        raise InputError(f"no such recording: {str(path)!r}.")
     try:
+        if not path.is_file():
+            raise InputError(f"no such recording: {str(path)!r}.")
         with _open_text(path) as fh:
             first = fh.readline()
             header = _parse_header(first, path)
             events, problems = _read_events(fh, path)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except READ_ERRORS as exc:
         raise InputError(f"cannot read {str(path)!r}: {exc}.") from None
     problems = [f"{path.name}:1: {p}" for p in drop_bad_header_fields(header)] + problems
     return Recording(header=header, events=events, problems=problems, source=str(path))
@@ -183,8 +185,8 @@ def load_recording(path: str | Path) -> Recording:
 
 def _parse_header(line: str, path: Path) -> dict[str, Any]:
     try:
-        header = json.loads(line)
-    except ValueError:
+        header = decode_json(line)
+    except ValueError:  # a line nested 100,000 deep too
         header = None
     if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
         raise InputError(
@@ -235,11 +237,15 @@ def _read_events(fh: IO[str], path: Path) -> tuple[list[dict[str, Any]], list[st
 
 
 def save_copy(src: str | Path, dest: str | Path) -> None:
-    """Keep a recording at `dest`; a `.gz` suffix compresses it."""
+    """Keep a recording at `dest`; a `.gz` suffix compresses it. A file at `dest` is replaced,
+    never written through (a link there stays pointing where it pointed: core/files.py)."""
+    from tcx.core.files import replacing
+
     dest = Path(dest)
     dest.parent.mkdir(parents=True, exist_ok=True)
-    if dest.suffix == ".gz":
-        with open(src, "rb") as fin, gzip.open(dest, "wb") as fout:
+    with open(src, "rb") as fin, replacing(dest, "wb") as fout:
+        if dest.suffix == ".gz":
+            with gzip.GzipFile(filename=dest.name, mode="wb", fileobj=fout) as zipped:
+                shutil.copyfileobj(fin, zipped)
+        else:
             shutil.copyfileobj(fin, fout)
-    else:
-        shutil.copyfile(src, dest)

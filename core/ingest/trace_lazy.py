@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from tcx.core.errors import READ_ERRORS
 from tcx.core.ingest.event_schema import decode_json
 from tcx.core.ingest.trace_events import TraceEvent, compile_id_of, event_key, event_name
 
@@ -258,7 +259,7 @@ def scan_file(
     tally = Tally(file, rank)
     try:
         source, store, copy = _source(file)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except READ_ERRORS as exc:
         tally.unreadable(exc)
         return [], tally.close()
     events = _scan(tally, store, _chunks(source, store if copy else None), strings)
@@ -317,7 +318,7 @@ def _scan(
                 name, md, md5 = meta.read(line, pm.end(), base + at, end - at, lineno)
             lineno += buf.count(b"\n", pos)
         finish(store.size(), lineno - md_line)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except READ_ERRORS as exc:
         tally.unreadable(exc)  # the record being read is dropped, as the eager reader does
     return events
 
@@ -466,6 +467,6 @@ def _read_some(source: IO[bytes]) -> tuple[bytes, Exception | None]:
                 break
             parts.append(part)
             size += len(part)
-    except (OSError, EOFError) as exc:  # gzip.BadGzipFile is an OSError
+    except READ_ERRORS as exc:
         return b"".join(parts), exc
     return b"".join(parts), None

@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from tcx.core.errors import InputError
+from tcx.core.errors import READ_ERRORS, InputError
 from tcx.core.ingest.draft_logs import draft_logs_note
 from tcx.core.ingest.recording import Recording
 from tcx.core.ingest.trace_events import TraceEvent, event_name, pack, unpack
@@ -41,7 +41,7 @@ def load_trace(path: str | Path, *, lazy: bool = True) -> Recording:
     events: list[dict] = []
     problems: list[str] = []
     torch_version = None
-    big = sum(f.stat().st_size for f in files) > SHARE_ABOVE
+    big = sum(_size(f) for f in files) > SHARE_ABOVE
     strings: dict[str, str] | None = {} if big else None  # one copy of each metadata string
     starts: list[int] = []  # where each file's events begin (draft_export writes a log of its own)
     for file in files:
@@ -101,7 +101,21 @@ def _payload_intact(payload: str, md5: object) -> bool:
     return hashlib.md5(text.encode("utf-8"), usedforsecurity=False).hexdigest() == md5
 
 
+def _size(file: Path) -> int:
+    try:
+        return file.stat().st_size
+    except OSError:  # gone since it was listed: its reader reports it
+        return 0
+
+
 def _log_files(path: Path) -> list[Path]:
+    try:
+        return _listed(path)
+    except OSError as exc:  # a name too long, a folder that cannot be listed
+        raise InputError(f"cannot read {str(path)[:200]!r}: {exc.strerror or exc}.") from None
+
+
+def _listed(path: Path) -> list[Path]:
     if path.is_dir():
         files = sorted(_regular_files(path))
         if not files and not any(path.iterdir()):
@@ -126,23 +140,46 @@ def _first_record_time(file: Path) -> tuple[str, str]:
     try:
         with _open(file) as fh:
             first = fh.readline(200)
-    except (OSError, EOFError, gzip.BadGzipFile):
+    except READ_ERRORS:
         first = ""
     return (first[1:22] if PREFIX.match(first) else "~", file.name)
 
 
+# A TORCH_TRACE directory holds one log per rank (or a few folders of them): a walk that meets more
+# entries than this, or goes deeper, was given some other folder (`tcx explain /`, a home directory).
+MAX_ENTRIES = 10_000
+MAX_DEPTH = 4
+
+
 def _regular_files(folder: Path) -> Iterator[Path]:
-    """Non-empty regular files under `folder`, links not followed: a FIFO, a device or a /proc
-    directory (its files report size 0) can never block or loop the walk."""
-    for root, _dirs, names in os.walk(folder):
-        for name in names:
-            file = Path(root, name)
+    """Non-empty regular files under `folder` (at most MAX_DEPTH folders down), links not followed:
+    a FIFO, a device or a /proc directory (its files report size 0) can never block or loop the
+    walk, and a walk past MAX_ENTRIES entries stops with an error instead of reading a whole disk."""
+    from tcx.core.ingest.source_roots import in_pseudo_filesystem
+
+    pending, seen = [(folder, 0)], 0
+    while pending:
+        where, depth = pending.pop()
+        try:
+            entries = list(os.scandir(where))
+        except OSError:  # unreadable, or gone since it was listed
+            continue
+        seen += len(entries)
+        if seen > MAX_ENTRIES:
+            raise InputError(
+                f"{str(folder)!r} is not a TORCH_TRACE log directory: it holds over {MAX_ENTRIES:,} "
+                f"files and folders.",
+                hint="Give the folder TORCH_TRACE named (its logs), or one log file.",
+            )
+        for entry in entries:
             try:
-                st = file.lstat()
+                st = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
-            if not name.startswith(".") and stat.S_ISREG(st.st_mode) and st.st_size > 0:
-                yield file
+            if stat.S_ISDIR(st.st_mode) and depth < MAX_DEPTH and not in_pseudo_filesystem(entry.path):
+                pending.append((Path(entry.path), depth + 1))
+            elif not entry.name.startswith(".") and stat.S_ISREG(st.st_mode) and st.st_size > 0:
+                yield Path(entry.path)
 
 
 def _open(file: Path) -> IO[str]:
@@ -185,6 +222,6 @@ def _read_file(file: Path, rank: int | None) -> tuple[list[dict], list[str]]:
                 current = None if md is None else {"kind": "trace", "md": md, "source_line": lineno}
                 payload = []
             finish()
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except READ_ERRORS as exc:
         tally.unreadable(exc)
     return events, tally.close()

@@ -21,7 +21,11 @@ if TYPE_CHECKING:
 
 _DEVICE_TYPE = re.compile(r"type='(?P<type>[\w]+)'")
 # Recorder events written while Dynamo compiles one compile id (core/recorder/compat*.py).
-_COMPILE_HOOK_EVENTS = ("graph_break", "trace_instructions", "bytecode", "guards")
+_COMPILE_HOOK_EVENTS = ("compile_seen", "graph_break", "trace_instructions", "bytecode", "guards")
+# The trace records of a compile itself, written however it ends: records that merely carry its
+# id (describe_tensor, from modules that kept their own reference to trace_structured) do not
+# show the compile was traced.
+_COMPILE_RECORDS = frozenset({"dynamo_start", "compilation_metrics"})
 # A frame's compile id as torch prints it (`0/1`, `!2/0/1` under compiled autograd).
 _FRAME_COMPILE_ID = re.compile(r"(?:!\d+/)?\d+/\d+")
 CHILD_COUNTS = COUNT_KEYS  # a child process counts what the parent counts
@@ -189,10 +193,10 @@ def _children(m: RunModel) -> ChildProcesses:
 
 
 def _lost_compiles(m: RunModel) -> list[str]:
-    """Compile ids Dynamo's hooks saw but the structured trace never mentioned."""
+    """Compile ids tcx's own hooks saw whose compile the structured trace holds no record of."""
     if m.source_kind == "trace" or len(m.ranks) > 1:
         return []
-    traced = {ev.compile_id for ev in m.documents}
+    traced = {ev.compile_id for name in _COMPILE_RECORDS for ev in m.documents.of(name)}
     lost: dict[str, None] = {}
     for kind in _COMPILE_HOOK_EVENTS:
         for event in m.captures.of(kind):

@@ -64,6 +64,7 @@ def run(spec: dict[str, Any], writer: children.ProcessWriter) -> dict[str, Any]:
         "graph_break_types": compat.install_graph_break_hook(
             lambda ev: writer.write("graph_break", **drop_recorder_frames(ev))
         ),
+        "compile_hook": compat.install_compile_hook(lambda cid: writer.write("compile_seen", compile_id=cid)),
         "backend_override": compat.override_compile(
             spec.get("backend"),
             spec.get("dynamic"),

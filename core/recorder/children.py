@@ -91,6 +91,7 @@ def record_this_process(config: dict[str, Any], how: str) -> None:
     problem = compat.attach_trace_handler(TraceHandler(writer))
     if problem:
         raise RuntimeError(problem)
+    compat.install_compile_hook(lambda cid: writer.write("compile_seen", compile_id=cid))  # lost capture
     _follow_forks(writer, directory)
     _watch_launches(directory)
 

@@ -7,6 +7,7 @@ one view ("not available on torch X.Y: ...") instead of the whole tool.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -299,6 +300,33 @@ def _describe_break(tx: Any, reason: str, exc: Any, registry: dict, dexc: Any) -
         "reason": str(reason).splitlines()[0] if reason else "",
         "user_stack": [_frame_dict(fs) for fs in full],
     }
+
+
+def install_compile_hook(on_compile: Callable[[str], None]) -> str | None:
+    """Every frame Dynamo compiles, seen by tcx itself: wrap `convert_frame._compile`, which gets
+    each compile's id (its `compile_id` keyword) before anything of the compile is logged.
+
+    tcx's counts come from the structured trace; these ids are what the trace must account for. A
+    program that silences the trace below the logging API (e.g. replaces
+    `torch._logging.trace_structured` with a no-op) still compiles through here, so the recording
+    shows compiles without their trace records: lost capture (core/model/status.py), never a pass."""
+    try:
+        import torch._dynamo.convert_frame as cf
+
+        original = cf._compile
+        if "compile_id" not in inspect.signature(original).parameters:
+            raise AttributeError("convert_frame._compile takes no compile_id")
+    except (ImportError, AttributeError, TypeError, ValueError) as exc:
+        return unavailable("seeing each compile", exc)
+
+    @functools.wraps(original)
+    def _compile(*args: Any, **kwargs: Any) -> Any:
+        with contextlib.suppress(Exception):  # recording must never change what Dynamo does
+            on_compile(str(kwargs.get("compile_id")))
+        return original(*args, **kwargs)
+
+    cf._compile = _compile
+    return None
 
 
 def override_compile(

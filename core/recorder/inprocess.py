@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tcx.core import pysource
 from tcx.core.errors import UsageError
 from tcx.core.ingest.recording import Recording, RecordingWriter, load_recording, save_copy, write_header
 
@@ -103,7 +104,10 @@ class InProcessRecorder:
             in_process=True,
         )
         self.writer = RecordingWriter(self.path)
-        features: dict[str, str | None] = {"graph_break_types": _install_break_dispatch()}
+        features: dict[str, str | None] = {
+            "graph_break_types": _install_break_dispatch(),
+            "compile_hook": _install_compile_dispatch(),
+        }
         features.update(_install_captures(self.captures))
         compat.reset_dynamo()
         if self.caches == "off":
@@ -227,6 +231,19 @@ def _install_break_dispatch() -> str | None:
     return _INSTALLED["graph_break_types"]
 
 
+def _install_compile_dispatch() -> str | None:
+    """The hook that sees each compile (core/model/status.py checks the trace holds each), once
+    per process, feeding the active recorders."""
+    if "compile_hook" not in _INSTALLED:
+        from tcx.core.recorder import compat
+
+        writer = ActiveWriter()
+        _INSTALLED["compile_hook"] = compat.install_compile_hook(
+            lambda cid: writer.write("compile_seen", compile_id=cid)
+        )
+    return _INSTALLED["compile_hook"]
+
+
 def _exit_event(exc: BaseException | None) -> dict[str, Any]:
     """How the block ended, in the fields the child process writes (core/recorder/program.py)."""
     if exc is None:
@@ -263,7 +280,7 @@ def _snapshot_sources(path: Path) -> None:
             continue
         event: dict[str, Any] = {"file": file, "sha256": hashlib.sha256(data).hexdigest()}
         if len(data) <= MAX_SOURCE_BYTES:
-            event["text"] = data.decode("utf-8", errors="replace")
+            event["text"] = pysource.decode_lenient(data)  # as Python reads it: its coding cookie, no BOM
         writer.write("source", **event)
     writer.close()
 

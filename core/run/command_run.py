@@ -59,10 +59,12 @@ def run_command(argv: list[str], *, timeout: float | None, disable_caches: bool)
 
 def keep_logs(run: CommandRun, dest: str) -> None:
     """Copy the trace logs to `dest` (a directory, created if needed)."""
+    from tcx.core.files import copy_file
+
     target = Path(dest)
     target.mkdir(parents=True, exist_ok=True)
     for log in run.trace_dir.iterdir():
-        shutil.copy2(log, target / log.name)
+        copy_file(log, target / log.name)  # a link already at that name is replaced, not written through
 
 
 def command_model(run: CommandRun, argv: list[str]) -> RunModel:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+from tcx.core import pysource
 from tcx.core.errors import UsageError
 from tcx.core.ingest.recording import RecordingWriter, save_copy, write_header
 from tcx.core.run.processes import Supervisor
@@ -150,7 +151,7 @@ def attach_sources(path: Path, files: list[str]) -> None:
             continue
         event = {"file": file, "sha256": hashlib.sha256(data).hexdigest()}
         if len(data) <= MAX_SOURCE_BYTES:
-            event["text"] = data.decode("utf-8", errors="replace")
+            event["text"] = pysource.decode_lenient(data)  # as Python reads it: its coding cookie, no BOM
         writer.write("source", **event)
     writer.close()
 
@@ -165,10 +166,9 @@ def check_save(dest: str, script: str | None = None, *, directory: bool = False)
     try:
         if path.exists() and not (path.is_dir() if directory else path.is_file()):
             raise UsageError(f"--save {dest!r} is not a {'directory' if directory else 'regular file'}.")
-        if path.exists() and not directory:
-            with open(path, "ab"):  # opened for writing, not truncated
-                return
-        folder = path if path.exists() else next(p for p in path.absolute().parents if p.exists())
+        # A file is saved as a new file renamed over DEST (core/files.py): its folder must be writable.
+        here = path if directory and path.exists() else None
+        folder = here or next(p for p in path.absolute().parents if p.exists())
         if not folder.is_dir():
             raise UsageError(f"--save {dest!r}: {str(folder)!r} is not a directory.")
         tempfile.TemporaryFile(dir=folder).close()

@@ -12,6 +12,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from tcx.core import files
+
 FOLDER = ".tcx"
 LAST_RUN = os.path.join(FOLDER, "last.tcx")
 
@@ -26,7 +28,7 @@ def keep_last(recording: Path) -> tuple[str | None, str | None]:
         folder.mkdir(exist_ok=True)
         ignore = folder / ".gitignore"
         if not ignore.exists():
-            ignore.write_text("# tcx's saved runs (tcx show .tcx/last.tcx); never committed\n*\n")
+            files.write_text(ignore, "# tcx's saved runs (tcx show .tcx/last.tcx); never committed\n*\n")
         fd, partial = tempfile.mkstemp(prefix="last.", suffix=".partial", dir=folder)
         os.close(fd)
         save_copy(recording, partial)

@@ -28,8 +28,8 @@ def check_capture(model: RunModel, saved_to: str | None = None) -> None:
     shown = ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else "")
     features = (model.run_start or {}).get("features") or {}
     why = features.get("structured_trace") or (
-        "the program probably replaced or silenced torch's structured-trace logging "
-        "(`torch.__trace`) in a way tcx could not undo"
+        "the program probably replaced or silenced torch's structured trace (the `torch.__trace` "
+        "logger, or `torch._logging.trace_structured` itself) in a way tcx could not undo"
     )
     kept = f" The recording was saved to {saved_to}." if saved_to else ""
     raise InputError(

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from tcx.core.errors import UsageError
+from tcx.core.errors import READ_ERRORS, UsageError
 
 _DOTTED = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*$")
 RECORDING_SUFFIXES = (".tcx", ".tcxrec", ".tcx.gz")
@@ -59,27 +59,55 @@ def _looks_like_recording(path: Path) -> bool:
         if head.startswith(b"\x1f\x8b"):  # gzip: a saved recording or a compressed TORCH_TRACE log
             with gzip.open(path, "rb") as fh:
                 head = fh.read(len(_HEADER))
-    except (OSError, EOFError):
+    except READ_ERRORS:
         return False
     return head.startswith(_HEADER)
+
+
+def split_target(text: str) -> tuple[str, str | None]:
+    """(the file or module part of TARGET, the function after ':' or None): `run.tcx:f`,
+    `script.py:f`, `pkg.mod:f`; a file whose own name has a ':' (that exists) is not split.
+
+    The one place TARGET is split: resolution here, and the MCP server's path policy, which must
+    check exactly the file that resolution opens (cli/mcp_tools.py). Raises OSError for a path the
+    OS refuses (resolve_target turns it into a UsageError)."""
+    left, sep, right = text.rpartition(":")
+    if sep and left and _DOTTED.match(right) and not Path(text).exists():
+        return left, right
+    return text, None
 
 
 def resolve_target(text: str) -> Target:
     """Turn the TARGET argument into a `ProgramTarget` or `FileTarget`, or raise UsageError."""
     if not text:
         raise UsageError("TARGET is empty: give a script, script.py:function, module:function or a file.")
-    left, sep, right = text.rpartition(":")
-    if sep and left and _DOTTED.match(right) and not Path(text).exists():
+    if "\0" in text:
+        raise UsageError(f"TARGET {shown(text)} holds a NUL byte: no file or module has such a name.")
+    try:
+        return _resolve(text)
+    except OSError as exc:  # e.g. ENAMETOOLONG: a name longer than the OS allows
+        raise UsageError(f"TARGET {shown(text)} cannot be used: {exc.strerror or exc}.") from None
+
+
+def shown(text: str, limit: int = 120) -> str:
+    """`repr(text)`, cut to `limit` characters (a 5,000-character path in an error is noise)."""
+    return repr(text) if len(text) <= limit else repr(text[:limit]) + f"… ({len(text):,} characters)"
+
+
+def _resolve(text: str) -> Target:
+    left, function = split_target(text)
+    if function is not None:
         if not left.endswith(".py") and Path(left).exists():  # a recording or log, one function of it
-            file = resolve_target(left)
+            file = _resolve(left)
             if isinstance(file, FileTarget):
-                return FileTarget(path=file.path, kind=file.kind, function=right)
+                return FileTarget(path=file.path, kind=file.kind, function=function)
         if left.endswith(".py"):
-            return ProgramTarget(script=_existing_script(left), module=None, function=right)
+            return ProgramTarget(script=_existing_script(left), module=None, function=function)
         if _DOTTED.match(left):
-            return ProgramTarget(script=None, module=left, function=right)
+            return ProgramTarget(script=None, module=left, function=function)
         raise UsageError(
-            f"cannot read TARGET {text!r}: the part before ':' must be a .py file or a dotted module name."
+            f"cannot read TARGET {shown(text)}: the part before ':' must be a .py file or a dotted "
+            "module name."
         )
     path = Path(text)
     if text.endswith(".py"):
@@ -93,7 +121,7 @@ def resolve_target(text: str) -> Target:
     if _DOTTED.match(text) and "." in text and not text.endswith(FILE_SUFFIXES):
         return ProgramTarget(script=None, module=text, function=None)
     raise UsageError(
-        f"no such file: {text!r}.", hint="Give a .py script, module:function, a recording or a log."
+        f"no such file: {shown(text)}.", hint="Give a .py script, module:function, a recording or a log."
     )
 
 
@@ -101,7 +129,7 @@ def _existing_script(text: str) -> str:
     path = Path(text)
     if not path.is_file():
         _refuse_special(path, text)
-        raise UsageError(f"no such file: {text!r}.")
+        raise UsageError(f"no such file: {shown(text)}.")
     return str(path.resolve())
 
 
@@ -109,6 +137,6 @@ def _refuse_special(path: Path, text: str) -> None:
     """A FIFO, socket or device exists but is no file to read: reading it could block forever."""
     if path.exists() and not path.is_file() and not path.is_dir():
         raise UsageError(
-            f"{text!r} is not a regular file (a FIFO, socket or device): tcx reads programs, "
+            f"{shown(text)} is not a regular file (a FIFO, socket or device): tcx reads programs, "
             "recordings and logs from regular files."
         )

@@ -37,8 +37,11 @@ _SPEC_REPR = re.compile(
     r"arg=\w+\(name='(?P<name>[^']*)'[^)]*\), target=(?P<target>None|'[^']*')"
     r"(?:, persistent=(?P<persistent>\w+))?\)"
 )
-_PARAM = re.compile(r'(?P<name>[A-Za-z_]\w*)(?:\s*:\s*"(?P<ann>[^"]*)")?')
-_RANGE = re.compile(r"(?P<sym>[A-Za-z_]\w*): VR\[(?P<lo>[^,\]]+), (?P<hi>[^\]]+)\]")
+# Payload text is input from anywhere: every pattern here runs in time linear in the text (a name
+# starts only where a word starts, `\b`, so a 40,000-character word is tried once, not once per
+# character; a bound stops at the next delimiter). tests/test_bad_input_round3.py times them.
+_PARAM = re.compile(r'\b(?P<name>[A-Za-z_]\w*)(?:\s*:\s*"(?P<ann>[^"]*)")?')
+_RANGE = re.compile(r"\b(?P<sym>[A-Za-z_]\w*): VR\[(?P<lo>[^,\[\]]+), (?P<hi>[^,\[\]]+)\]")
 _SYMBOL = re.compile(r"^[A-Za-z_]\w*$")
 
 

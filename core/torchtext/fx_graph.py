@@ -28,7 +28,7 @@ _ASSIGN = re.compile(
     r"(?P<rest>\s*=\s*(?P<expr>.*))?,?\s*(?:#.*)?$"
 )
 _CALL = re.compile(r"^(?:torch\.ops\.)?(?P<op>[\w.]+?)\((?P<args>.*)\)")
-_PARAM = re.compile(r'(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<ann>"[^"]*")')
+_PARAM = re.compile(r'\b(?P<name>[A-Za-z_]\w*)\s*:\s*(?P<ann>"[^"]*")')  # \b: linear on a long word
 _SAVED = re.compile(r"^\s*(?P<name>[A-Za-z_]\w*),\s*#\s*SavedForBackwards")
 _WORD = re.compile(r"\b[A-Za-z_]\w*\b")
 

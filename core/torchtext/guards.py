@@ -44,13 +44,16 @@ from tcx.core.torchtext.locations import Location, guard_location
 # A guard source expression: a scope (`L['x']`, `G['SCALE']`) or a bare name, then attributes,
 # indexes and keys (`.lin.weight`, `[0]`, `['position_ids']`, `.size()`).
 _SCOPE_EXPR = r"\b[LG]\[['\"][^'\"]+['\"]\]"
-_ACCESS = r"(?:\.[A-Za-z_]\w*(?:\(\))?|\[-?\d+\]|\[['\"][^'\"]*['\"]\])*"
+# At most MAX_ACCESSES attributes, indexes and keys: a search for `SOURCE.size()[d]` tries every
+# word of the text, and an unbounded repeat would scan the rest of it from each (quadratic on a
+# payload of `x.x.x.…`); torch's deepest module paths have about a dozen.
+_ACCESS = r"(?:\.[A-Za-z_]\w*(?:\(\))?|\[-?\d+\]|\[['\"][^'\"]*['\"]\]){0,64}"
 _SOURCE_EXPR = rf"(?:{_SCOPE_EXPR}|\b[A-Za-z_]\w*){_ACCESS}"
 _SCOPED_SOURCE = re.compile(_SCOPE_EXPR + _ACCESS)
 _SIZE = re.compile(rf"(?P<src>{_SOURCE_EXPR})\.size\(\)\[(?P<dim>\d+)\]")
 _LOCAL_SCOPE = re.compile(r"L\[\s*['\"](.*?)['\"]\s*\]")  # torch's strip_local_scope
 _GLOBAL_SCOPE = re.compile(r"^G\[\s*['\"](?P<name>.*?)['\"]\s*\]")
-_DYNAMO_SITE = re.compile(r"\s*\((?:torch/)?_dynamo/[^)]*\)\s*$")
+_DYNAMO_SITE = re.compile(r"\((?:torch/)?_dynamo/")
 _ENTRY = re.compile(r"^\s*(\d+/\d+|[\w!/]+/\d+): (.*)$", re.S)
 _TENSOR_FAIL = re.compile(
     r"^tensor '(?P<source>.+)' "
@@ -76,8 +79,8 @@ _CHECK_TENSOR = re.compile(
     r"stride=(?P<stride>\[[^\]]*\])"
 )
 # A tree line is `| ` once per level above it, `+- `, then (matched from there) a leaf or a manager.
-_TREE_LEAF = re.compile(r"(?P<kind>[A-Z_]+): ")  # the guard's text is the rest of the line
-_TREE_MANAGER = re.compile(r"\w*GuardManager: source=(?P<source>.+?), accessed_by=")
+_TREE_LEAF = re.compile(r"\b(?P<kind>[A-Z_]+): ")  # the guard's text is the rest of the line
+_TREE_MANAGER = re.compile(r"\b\w*GuardManager: source=(?P<source>.+?), accessed_by=")
 
 
 # ---------------------------------------------------------------- sources
@@ -110,7 +113,12 @@ def size_source(text: str) -> tuple[str, int] | None:
 def without_dynamo_site(where: str) -> str:
     """A symbolic-shape guard's origin without the Dynamo frame torch appends to the user's:
     `if x.shape[0] > 64:  # seed_f.py:12 in f (_dynamo/variables/tensor.py:1304 in evaluate_expr)`."""
-    return _DYNAMO_SITE.sub("", where)
+    text = where.rstrip()
+    if not text.endswith(")"):
+        return where
+    last = text.rfind(")", 0, len(text) - 1) + 1  # the site's "(" is after the ")" before its own
+    m = _DYNAMO_SITE.search(text, last)
+    return text[: m.start()].rstrip() if m else where
 
 
 def guard_code(text: str) -> str:

@@ -246,29 +246,36 @@ def cost_count(ex: Explanation, count: str) -> float:
 def write_baseline(path: str, ex: Explanation) -> None:
     """Record this run's facts as the baseline later runs must not be worse than."""
     import json
-    from pathlib import Path
 
+    from tcx.core import files
     from tcx.core.views.run_facts import BASELINE_SCHEMA, run_facts
 
     facts = run_facts(ex.model, ex.selection, ex=ex)
     facts.schema = BASELINE_SCHEMA
-    Path(path).write_text(json.dumps(facts.to_json(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    files.write_text(
+        path, json.dumps(facts.to_json(), indent=2, ensure_ascii=False) + "\n", option="--write-baseline"
+    )
 
 
 def compare_baseline(path: str, ex: Explanation) -> list[str]:
     """What got worse than the baseline: higher counts, and breaks the baseline did not have."""
-    import json
+    import errno
     from pathlib import Path
 
     from tcx.core.errors import InputError
+    from tcx.core.ingest.event_schema import decode_json
     from tcx.core.views.diff import diff
     from tcx.core.views.run_facts import BASELINE_SCHEMA, RunFacts, run_facts
 
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"no such baseline: {path!r} (write one with --write-baseline {path}).") from None
-    except (OSError, ValueError) as exc:
+        doc = decode_json(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        if exc.errno in (errno.ENOENT, errno.ENAMETOOLONG, errno.ENOTDIR):
+            raise UsageError(
+                f"no such baseline: {path!r} ({exc.strerror}; write one with --write-baseline FILE)."
+            ) from None
+        raise InputError(f"cannot read baseline {path!r}: {exc.strerror or exc}.") from None
+    except ValueError as exc:  # not JSON (nested 100,000 deep too), not UTF-8
         raise InputError(f"cannot read baseline {path!r}: {exc}.") from None
     if not isinstance(doc, dict) or doc.get("schema") != BASELINE_SCHEMA:
         raise InputError(f"{path!r} is not a tcx baseline (written by tcx check --write-baseline).")

@@ -15,7 +15,7 @@ from typing import Any
 from tcx import __version__
 from tcx.core.analysis.kernel_compare import KernelFact, kernel_facts
 from tcx.core.errors import InputError
-from tcx.core.ingest.event_schema import seconds
+from tcx.core.ingest.event_schema import decode_json, seconds
 from tcx.core.model import RunModel
 from tcx.core.model.budgets import COUNT_KEYS
 from tcx.core.model.conditions import RunConditions, conditions_from_json
@@ -136,9 +136,7 @@ class RunFacts:
                     str(r) for r in _list(doc.get("recompile_reasons") or [], "recompile_reasons")
                 ],
                 kernels=[KernelFact.from_json(k) for k in _list(doc.get("kernels") or [], "kernels")],
-                compile_time_s={
-                    str(k): float(v) for k, v in (doc.get("compile_time_s") or {}).items() if _number(v)
-                },
+                compile_time_s=_times(doc.get("compile_time_s") or {}),
                 caches={
                     str(c): {str(s): _count(n, f"caches.{c}.{s}") for s, n in states.items()}
                     for c, states in (doc.get("caches") or {}).items()
@@ -156,15 +154,17 @@ class RunFacts:
 def baseline_file(path: str) -> RunFacts | None:
     """A baseline file read as facts (a side of `tcx diff`); None when `path` is not a JSON file
     that says it is one (recordings and logs are read as runs)."""
-    import json
     from pathlib import Path
 
     file = Path(path)
-    if file.suffix != ".json" or not file.is_file():
+    try:
+        if file.suffix != ".json" or not file.is_file():
+            return None
+    except (OSError, ValueError):  # a name the OS refuses: TARGET resolution says so
         return None
     try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        doc = decode_json(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # a 100,000-deep document too (decode_json: ValueError)
         return None
     if not isinstance(doc, dict) or doc.get("schema") not in (SCHEMA, BASELINE_SCHEMA):
         return None
@@ -181,10 +181,23 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+# A count in a baseline is a whole number a run can reach: from 0 to int64's largest.
+MAX_COUNT = 2**63 - 1
+
+
 def _count(value: Any, key: str) -> int:
-    if not _number(value) or value != value or value in (float("inf"), float("-inf")):
-        raise ValueError(f"{key} is not a number: {value!r}")
+    if not _number(value) or not (0 <= value <= MAX_COUNT) or value != int(value):
+        raise ValueError(f"{key} is not a count (a whole number from 0 to 2**63 - 1): {str(value)[:40]}")
     return int(value)
+
+
+def _times(value: Any) -> dict[str, float]:
+    """Seconds per compile phase; a value that is no time (NaN, negative, 400 digits) is left out,
+    as a log's compile time that is no time is unknown (event_schema.seconds)."""
+    if not isinstance(value, dict):
+        raise ValueError("'compile_time_s' is not an object")
+    times = {str(k): seconds(v) for k, v in value.items()}
+    return {k: v for k, v in times.items() if v is not None}
 
 
 def _break(b: Any) -> BreakFact:
