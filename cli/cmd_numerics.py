@@ -30,6 +30,12 @@ RUN_OPTIONS = {
 @view_command(
     VIEW,
     click.option(
+        "--localize/--no-localize",
+        default=True,
+        help="Place the first divergence: its call's graphs replayed stage by stage in the compiled run, to "
+        "the node, the line and the pass (default: on; --no-localize compares only).",
+    ),
+    click.option(
         "--grads/--no-grads",
         default=True,
         help="Also compare the parameters' gradients after each backward and the parameters after each "
@@ -76,6 +82,7 @@ def numerics_run(params: dict[str, Any]) -> Any:
         tolerance=Tolerance(params.get("multiplier"), params.get("rtol"), params.get("atol")),
         grads=params.get("grads") is not False,
         max_runs=DEFAULT_MAX_RUNS if max_runs is None else int(max_runs),
+        localize=params.get("localize") is not False,
     )
     from tcx.core.run import driver
 

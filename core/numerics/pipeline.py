@@ -6,10 +6,12 @@
    step's parameters, are kept and judged (core/numerics/compare.py, judge.py).
 2. When a value diverges, the program runs eager once more: values a second eager run does not repeat
    bit for bit are the program's own non-determinism, not the compiler's.
-3. Localize (a run, counted by `max_runs`): the program compiled again; the divergent call's graphs are
-   replayed on their inputs through the stages of torch.compile, to the first node and the pass
-   (core/recorder/compat_localize.py). When no graph diverges on its own inputs, the program runs with
-   the eager backend (Dynamo alone) to see whether Dynamo's capture changes the values.
+3. Localize (with `localize`): the compiled run compares each call with eager's as it returns and
+   replays the first divergent call's graphs on their inputs through the stages of torch.compile, to the
+   first node and the pass (core/recorder/compat_localize.py). A divergence it could not place (a
+   gradient's, a call past the first ones) gets a localization run of its own (counted by `max_runs`);
+   when no graph diverges on its own inputs, the program runs with the eager backend (Dynamo alone, a
+   run counted too) to see whether Dynamo's capture changes the values.
 4. Remedies (a run each, counted by `max_runs`): the change that fits the cause (core/numerics/remedies.py)
    applied before the program starts; verified when every value is then within tolerance and the program
    made the same calls.
@@ -67,6 +69,7 @@ class Options:
     tolerance: Tolerance = field(default_factory=Tolerance)
     grads: bool = True
     max_runs: int = DEFAULT_MAX_RUNS
+    localize: bool = True
 
 
 @dataclass
@@ -105,7 +108,7 @@ def numerics(runner: Runner, workdir: Path, options: Options) -> NumericsReport:
     if session.stopped:
         return _report(session, "not_compared", [], eager, None)
     compiled_spec: dict[str, Any] = {"role": "compiled"}
-    if options.max_runs > 0:  # the first call that diverges is probed in this very run
+    if options.localize:  # the first call that diverges is probed in this very run
         compiled_spec["localize"] = {
             "eager_values": str(workdir / "eager.values.pt"),
             "tolerance": tol.to_json(),
@@ -165,10 +168,9 @@ def numerics(runner: Runner, workdir: Path, options: Options) -> NumericsReport:
         )
         remedy_rules.place(divergence, found[0])
         probe: Probe | None = found[0]
-    elif options.max_runs <= 0 or session.stopped:
-        divergence.explanation = (
-            "not localized (--max-runs 0): the first divergent value is named, not its stage."
-        )
+    elif not options.localize or session.budget <= 0 or session.stopped:
+        why = "--no-localize" if not options.localize else "the compiled run could not place it; --max-runs"
+        divergence.explanation = f"not localized ({why}): the first divergent value is named, not its stage."
         probe = None
     else:
         probe = _localize(session, checks, first, divergence, report)

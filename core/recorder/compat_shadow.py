@@ -20,8 +20,12 @@ How:
 - Random ops (`torch.Tag.nondeterministic_seeded`) are not run twice (that would draw other numbers):
   their shadow is the program's own result, except dropout, whose shadow is the float64 input times
   the program's own mask.
-- A float dtype the program asks for (`.to(torch.bfloat16)`, `sum(dtype=...)`) becomes float64 in the
-  shadow: the reference never rounds to the program's precision.
+- Arithmetic is never rounded to the program's precision: a float dtype an op is asked to compute in
+  (`sum(dtype=...)`) becomes float64 in the shadow. A tensor the program makes from nothing
+  (`torch.full`, `arange`, `zeros`) is its value as made. A cast down is the program's own choice, not
+  rounding: `.to(torch.bfloat16)` (and a `copy_` into a narrower tensor) rounds the shadow as it rounds
+  the value, so a model cast to bfloat16 keeps its bfloat16 weights in the reference, as torch's own
+  recipe (the model's bfloat16 weights cast up) has them.
 - An op the shadow cannot run (an op without a float64 kernel, a tensor subclass) gives the program's
   own result as its shadow, and is counted: `fallback_ops`.
 
@@ -152,7 +156,7 @@ def make_mode() -> Any:
                 try:
                     if before is None or str(func.overloadpacket) in REAL_ONLY or func is _VIEW_DTYPE:
                         raise _NotShadowed
-                    self._mirror(func, before, args, out)
+                    self._mirror(func, before, (args, kwargs), out)
                 except Exception:
                     self.fallback[str(func)] += 1
                     self._copy_outputs(out)
@@ -168,18 +172,22 @@ def make_mode() -> Any:
                 return F64
             return value
 
-        def _mirror(self, func: Any, before: Any, args: Any, out: Any) -> None:
+        def _mirror(self, func: Any, before: Any, given: Any, out: Any) -> None:
             outs = tree_flatten(out)[0]
             if not any(shadowable(o) for o in outs):
                 return
+            args = given[0]
             if func is torch.ops.aten.native_dropout.default and len(outs) == 2:
                 shadow_in, p = before[0][0], float(args[1])
                 train = len(args) < 3 or args[2] is None or bool(args[2])
                 value = shadow_in * outs[1].to(F64) * (1.0 / (1.0 - p)) if train and p < 1 else shadow_in
                 self._write(outs[0], value)
                 return
-            if torch.Tag.nondeterministic_seeded in func.tags:
+            factory = not any(isinstance(a, torch.Tensor) for a in tree_flatten(given)[0])
+            if factory or torch.Tag.nondeterministic_seeded in func.tags:  # the program's values, as drawn
                 self._copy_outputs(out)
+                return
+            if func in _CASTS and self._cast_down(func, before, args, outs[0]):
                 return
             shadow_args, shadow_kwargs = before
             if "half_to_float" in shadow_kwargs:
@@ -198,6 +206,22 @@ def make_mode() -> Any:
                     self._write(real, shadow if shadow.dtype == F64 else shadow.to(F64))
                 else:
                     raise _NotShadowed
+
+        def _cast_down(self, func: Any, before: Any, args: Any, real: Any) -> bool:
+            """A cast to a narrower float dtype: the shadow is rounded as the value is. False: not one."""
+            source = args[1] if func is _COPY else args[0]
+            shadow = before[0][1] if func is _COPY else before[0][0]
+            narrower = (
+                shadowable(real)
+                and isinstance(source, torch.Tensor)
+                and source.is_floating_point()
+                and source.dtype != F64
+                and torch.finfo(real.dtype).eps > torch.finfo(source.dtype).eps
+            )
+            if not narrower or not isinstance(shadow, torch.Tensor):
+                return False
+            self._write(real, shadow.to(real.dtype).to(F64))
+            return True
 
         def _write(self, real: torch.Tensor, value: torch.Tensor) -> None:
             entry = self._entry(real)
@@ -228,3 +252,5 @@ class _NotShadowed(Exception):
 
 _SOFTMAXES = (torch.ops.aten._softmax.default, torch.ops.aten._log_softmax.default)
 _VIEW_DTYPE = torch.ops.aten.view.dtype
+_COPY = torch.ops.aten.copy_.default
+_CASTS = (torch.ops.aten._to_copy.default, _COPY)

@@ -429,8 +429,8 @@ VIEWS: tuple[View, ...] = (
             Option(
                 ("--max-runs", "max_runs"),
                 "max_runs",
-                "After the comparison, at most N more runs: localizing the first divergence, then one per "
-                "remedy (default 3; 0: compare only, nothing localized).",
+                "After the comparison, at most N more runs: a localization run when the compiled run could "
+                "not place the first divergence itself, then one per remedy (default 3; 0: none).",
                 to=("cli",),
                 metavar="N",
                 type=int,
