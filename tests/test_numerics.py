@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import os
 import runpy
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 
 import pytest
 from conftest import PROGRAMS, run_tcx
+from filelock import FileLock
 
 NUMERICS = PROGRAMS / "numerics"
 pytestmark = pytest.mark.torch
@@ -37,29 +39,34 @@ ARGS = {
 }
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def numerics_of(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], tuple[dict, Path]]:
     """`numerics_of("bf16_mlp.py")`: tcx's JSON of that program's numerics run and its saved recording,
-    made on first use."""
-    done: dict[str, tuple[dict, Path]] = {}
+    made once per test session on first use (one folder and a lock shared by the xdist workers, as the
+    session recorders of conftest.py do)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
 
     def get(name: str) -> tuple[dict, Path]:
-        if name not in done:
-            saved = tmp_path_factory.mktemp("numerics") / "run.tcx"
-            proc = run_tcx(
-                "numerics",
-                str(NUMERICS / name),
-                *ARGS[name],
-                "--save",
-                str(saved),
-                "--no-save",
-                "--format",
-                "json",
-                timeout=900,
-            )
-            assert proc.returncode == 0, proc.stderr[-3000:]
-            done[name] = (json.loads(proc.stdout), saved)
-        return done[name]
+        folder = shared / f"numerics-{name.removesuffix('.py')}"
+        report, saved = folder / "numerics.json", folder / "run.tcx"
+        with FileLock(str(folder) + ".lock"):
+            if not report.exists():
+                folder.mkdir(exist_ok=True)
+                proc = run_tcx(
+                    "numerics",
+                    str(NUMERICS / name),
+                    *ARGS[name],
+                    "--save",
+                    str(saved),
+                    "--no-save",
+                    "--format",
+                    "json",
+                    timeout=900,
+                )
+                assert proc.returncode == 0, proc.stderr[-3000:]
+                report.write_text(proc.stdout)
+        return json.loads(report.read_text()), saved
 
     return get
 
