@@ -444,3 +444,33 @@ def test_the_shadow_keeps_the_programs_casts_and_rounds_nothing_else() -> None:
     assert torch.allclose(mode.shadow(out), reference, rtol=0, atol=1e-12)
     assert mode.shadow(total).item() == pytest.approx(float(reference.sum()), abs=1e-9)
     assert abs(float(total) - float(reference.sum())) > 1e-9  # the program's own float32 sum is rounded
+
+
+@pytest.mark.inductor
+@pytest.mark.parametrize("kind", ["huge", "negative", "minus_one", "zero", "null", "empty"])
+def test_every_admitted_extreme_of_a_report_renders(numerics_of, tmp_path, kind) -> None:
+    """A saved report's fields set to each extreme the event schema admits (400-digit integers, NaN,
+    null, empty lists): the view builds and prints, its JSON stays strict, and `check` judges it."""
+    from schema_values import with_extremes
+    from view_outputs import every_output
+
+    from tcx.core.ingest import event_schema
+    from tcx.core.ingest.recording import load_recording
+    from tcx.core.model import build_model
+
+    _, saved = numerics_of("dropout_step.py")
+    lines = saved.read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    edited = [with_extremes(e, kind) if e.get("kind") == "numerics_report" else e for e in events]
+    report = next(e for e in edited if e.get("kind") == "numerics_report")
+    assert event_schema.event_problem(report) is None  # admitted: it reaches the view
+    path = tmp_path / "run.tcx"
+    path.write_text("".join(json.dumps(e) + "\n" for e in edited), encoding="utf-8")
+    model = build_model(load_recording(path), "recording")
+    outputs = every_output(model, only=("numerics",))
+    json.loads(
+        outputs["numerics json"], parse_constant=lambda token: pytest.fail(f"not strict JSON: {token}")
+    )
+    assert "tcx numerics" in outputs["numerics text"]
+    proc = run_tcx("check", str(path), "--max-numerics-divergences", "0", "--max-numerics-error", "1")
+    assert proc.returncode in (0, 1), proc.stderr  # judged, never a traceback

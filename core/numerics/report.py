@@ -38,6 +38,26 @@ def _int(value: Any) -> int:
     return value if type(value) is int and abs(value) < 2**62 else 0
 
 
+def _figures(doc: Any) -> dict[str, Any]:
+    """A remedy's before/after figures: counts and errors, each a printable number or None."""
+    if not isinstance(doc, dict):
+        return {}
+    return {
+        k: (_int(v) if type(v) is int and k in ("divergent", "values_compared") else _num(v))
+        for k, v in doc.items()
+    }
+
+
+def _reference(doc: Any) -> dict[str, Any]:
+    doc = doc if isinstance(doc, dict) else {}
+    fallback = doc.get("fallback_ops") if isinstance(doc.get("fallback_ops"), dict) else {}
+    return {
+        "ops": _int(doc.get("ops")),
+        "fallback_ops": {str(k): _int(v) for k, v in fallback.items()},
+        "dtype": doc.get("dtype"),
+    }
+
+
 def _where(doc: Any) -> dict[str, Any] | None:
     if not isinstance(doc, dict):
         return None
@@ -385,8 +405,8 @@ class RemedyCheck:
             config=list(doc.get("config") or []),
             ran=bool(doc.get("ran")),
             verified=bool(doc.get("verified")),
-            before=dict(doc.get("before") or {}),
-            after=doc.get("after"),
+            before=_figures(doc.get("before")),
+            after=_figures(doc["after"]) if isinstance(doc.get("after"), dict) else None,
             why_not=doc.get("why_not"),
         )
 
@@ -494,11 +514,11 @@ class NumericsReport:
         return cls(
             verdict=verdict if verdict in VERDICTS else "not_compared",
             checks=checks,
-            tolerance=dict(doc.get("tolerance") or {}),
+            tolerance={k: _num((doc.get("tolerance") or {}).get(k)) for k in ("multiplier", "rtol", "atol")},
             grads=bool(doc.get("grads")),
             seed=_int(doc.get("seed")),
             eager_repeatable=doc.get("eager_repeatable"),
-            reference=dict(doc.get("reference") or {}),
+            reference=_reference(doc.get("reference")),
             first_divergence=Divergence.from_json(first) if first else None,
             probes=[Probe.from_json(p) for p in doc.get("probes") or []],
             remedies=[RemedyCheck.from_json(r) for r in doc.get("remedies") or []],

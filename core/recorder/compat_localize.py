@@ -77,14 +77,18 @@ class _State:
         self.tolerance = Tolerance()
         self.max_compiles = DEFAULT_MAX_COMPILES
         self.probed: set[str] = set()
+        self.current: Callable[[], tuple[str, int] | None] = lambda: None  # the outermost call in progress
 
 
 STATE = _State()
 
 
-def install(writer: RecordingWriter, spec: dict[str, Any]) -> str | None:
+def install(
+    writer: RecordingWriter, spec: dict[str, Any], current: Callable[[], tuple[str, int] | None]
+) -> str | None:
     """Probe the graphs of the call `spec` names (function, index), or of the first call whose outputs
-    differ from those in `spec["eager_values"]`; None when installed, else why not."""
+    differ from those in `spec["eager_values"]`; `current()` says which outermost compiled call is in
+    progress (core/recorder/compat_numerics.py counts them). None when installed, else why not."""
     try:
         import torch._dynamo.output_graph as og
         from torch._dynamo import lookup_backend  # noqa: F401
@@ -93,6 +97,7 @@ def install(writer: RecordingWriter, spec: dict[str, Any]) -> str | None:
     except (ImportError, AttributeError) as exc:
         return unavailable("localizing a divergence (OutputGraph.call_user_compiler)", exc)
     STATE.writer = writer
+    STATE.current = current
     if spec.get("function") is not None:
         STATE.target = (str(spec["function"]), int(spec["index"]))
     STATE.eager_values = spec.get("eager_values")
@@ -128,11 +133,9 @@ def install(writer: RecordingWriter, spec: dict[str, Any]) -> str | None:
 
 
 def _wanted(cid: str) -> bool:
-    from tcx.core.recorder.compat_numerics import STATE as CALLS
-
     return (
         STATE.target is not None
-        and CALLS.current == STATE.target
+        and STATE.current() == STATE.target
         and cid not in STATE.probed
         and len(STATE.probed) < MAX_GRAPHS
     )

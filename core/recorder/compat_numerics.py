@@ -99,7 +99,7 @@ def install(writer: RecordingWriter, argument: str | None = None) -> str | None:
     if spec.get("localize"):
         from tcx.core.recorder.compat_localize import install as install_localize
 
-        features["localize"] = install_localize(writer, spec["localize"])
+        features["localize"] = install_localize(writer, spec["localize"], lambda: STATE.current)
     from tcx.core.recorder.captures import at_end
 
     at_end(_finish)
