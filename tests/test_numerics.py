@@ -474,3 +474,22 @@ def test_every_admitted_extreme_of_a_report_renders(numerics_of, tmp_path, kind)
     assert "tcx numerics" in outputs["numerics text"]
     proc = run_tcx("check", str(path), "--max-numerics-divergences", "0", "--max-numerics-error", "1")
     assert proc.returncode in (0, 1), proc.stderr  # judged, never a traceback
+
+
+@pytest.mark.inductor
+def test_the_mcp_tool_and_the_python_api_return_the_clis_document(numerics_of) -> None:
+    import tcx
+    from tcx.cli.mcp_tools import Policy, call, tools
+
+    doc, saved = numerics_of("custom_pass.py")
+    cli = json.loads(run_tcx("numerics", str(saved), "--format", "json").stdout)
+    policy = Policy(roots=(os.path.realpath(saved.parent),), allow_run=False)
+    (tool,) = [t for t in tools(policy) if t.name == "numerics"]
+    served = call(tool, {"target": str(saved)}, policy)
+    api = tcx.load(saved).numerics()
+    strip = ("tcx_version",)
+    assert {k: v for k, v in served.items() if k not in strip} == {
+        k: v for k, v in cli.items() if k not in strip
+    }
+    assert api.to_json() == served
+    assert api.diverged is True and api.divergent_count == len(doc["calls"])

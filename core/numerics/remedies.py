@@ -7,6 +7,7 @@ decomposition, a lowering) and the user's custom passes. Torch-free.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,7 +58,17 @@ def place(divergence: Divergence, probe: Probe) -> None:
     divergence.cause, divergence.explanation = explain(divergence, probe)
 
 
+_OP_REPR = re.compile(r"<OpOverload\(op='([^']+)', overload='([^']+)'\)>")
+
+
+def readable(debug_info: str | None) -> str | None:
+    """torch's bisector's debug info with an op's repr made readable: `aten.native_dropout.default`."""
+    return _OP_REPR.sub(lambda m: f"{m[1]}.{m[2]}", debug_info) if debug_info else debug_info
+
+
 def _pass_name(subsystem: str, debug_info: str | None) -> str:
+    """`post_grad_custom_post_pass`; `decomposition: aten.native_dropout.default`."""
+    debug_info = readable(debug_info)
     if subsystem.endswith("_passes") and debug_info:
         return debug_info
     if debug_info and debug_info != subsystem:
@@ -115,13 +126,14 @@ def explain(divergence: Divergence, probe: Probe) -> tuple[str | None, str]:
         )
     if bisect and bisect.subsystem == "decomposition":
         return "decomposition", (
-            f"the decomposition of {bisect.debug_info or 'an op'} (AOTAutograd, application "
+            f"the decomposition of {readable(bisect.debug_info) or 'an op'} (AOTAutograd, application "
             f"#{bisect.bisect_number}) computes it differently from eager's kernel. No setting turns one "
             "decomposition off; report it to PyTorch with the op."
         )
     if bisect and bisect.subsystem == "lowerings":
         return "lowering", (
-            f"Inductor's lowering of {bisect.debug_info or 'a node'} (application #{bisect.bisect_number}) "
+            f"Inductor's lowering of {readable(bisect.debug_info) or 'a node'} (application "
+            f"#{bisect.bisect_number}) "
             "computes it differently from eager's kernel; with that node run by eager's kernel the values "
             "match. Report it to PyTorch with the node."
         )
