@@ -8,8 +8,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from tcx.core.model.failure import failure
 from tcx.core.numerics.report import STAGES, Judgement, NumericsReport, Probe, RemedyCheck, ValueCheck
 from tcx.core.views.numerics import NumericsView
+from tcx.renderers.failure import render_failure, render_failure_notice
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 
@@ -27,6 +29,9 @@ VERDICT_TEXT = {
 
 def render_numerics(view: NumericsView, console: Console) -> None:
     view_header("numerics", view.model, console, function=view.selection.function)
+    failed = failure(view.model)
+    if failed:  # the compiled run's: the values compared are those of the calls made before it stopped
+        render_failure_notice(failed, console)
     report = view.report
     if report is None:
         console.print(Text(clean(view.unavailable or "no numerics comparison"), style="muted"))
@@ -68,6 +73,9 @@ def render_numerics(view: NumericsView, console: Console) -> None:
         console.print(Text("note: " + clean(note), style="warn"))
     console.print()
     console.print(Text(_runs(report), style="muted"))
+    if failed:
+        console.print()
+        render_failure(failed, console)
 
 
 def _compared(counts: dict[str, int], report: NumericsReport) -> str:
