@@ -45,7 +45,7 @@ def render_numerics(view: NumericsView, console: Console) -> None:
     calls = report.of_kind("call")
     if calls:
         console.print()
-        console.print(_table(calls, "call", report))
+        console.print(_table(calls))
         hidden = len(calls) - len(_shown(calls))
         if hidden > 0:
             console.print(
@@ -116,7 +116,7 @@ def _shown(calls: list[ValueCheck]) -> list[ValueCheck]:
     return sorted(off + rest, key=lambda c: c.seq)[: max(MAX_ROWS, len(off))]
 
 
-def _table(calls: list[ValueCheck], kind: str, report: NumericsReport) -> Table:
+def _table(calls: list[ValueCheck]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="muted")
     for name, justify in (
         ("call", "left"),

@@ -33,7 +33,6 @@ from tcx.core.numerics.compare import Kept, compare, load
 from tcx.core.numerics.judge import Tolerance
 from tcx.core.numerics.report import Divergence, NumericsReport, Probe, RemedyCheck, RunNote, ValueCheck
 
-SCHEMA = "tcx.numerics/1"
 SEED = 0
 DEFAULT_MAX_RUNS = 3
 

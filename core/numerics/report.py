@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 VERDICTS = ("within_tolerance", "diverged", "nondeterministic", "not_compared")
-KINDS = ("call", "backward", "step")
 # The stages of torch.compile a divergence is placed in, in pipeline order, and what each adds.
 STAGES = {
     "dynamo": "Dynamo's capture (the program with the eager backend already differs)",
