@@ -72,6 +72,7 @@ GOAL_TRACE_RATIO = 1.50
 GOAL_CALLS_RATIO = 1.25
 GOAL_CACHE_RATIO = 1.25
 GOAL_COST_RATIO = 1.30
+GOAL_NUMERICS_RATIO = 3.0
 GOAL_TEST_SUITE_S = 120.0
 LARGE_LOG_DIR = RESULTS / "large_trace"
 
@@ -568,6 +569,7 @@ def table(results: dict[str, Any]) -> str:
         results.get("calls_capture"),
         results.get("cost_capture"),
         results.get("cache_vs_two_runs"),
+        results.get("numerics_vs_program"),
     ):
         if res is None:
             continue
@@ -662,6 +664,7 @@ def footnotes(results: dict[str, Any]) -> str:
         "calls_capture",
         "cost_capture",
         "cache_vs_two_runs",
+        "numerics_vs_program",
     ):
         res = results.get(key)
         if res:
@@ -862,6 +865,37 @@ def cache_vs_two_runs(runs: int) -> dict[str, Any]:
     )
 
 
+def numerics_check(stdout: str) -> None:
+    """`tcx numerics --format json` compared every call, gradient and parameter, and found them within."""
+    try:
+        report = json.loads(stdout)
+    except json.JSONDecodeError as exc:
+        raise BenchError(f"tcx numerics did not print JSON ({exc}): {stdout[:200]!r}") from exc
+    if report.get("verdict") != "within_tolerance" or not report.get("calls") or not report.get("gradients"):
+        raise BenchError(f"tcx numerics: {report.get('verdict')}, notes {report.get('notes')}")
+
+
+def numerics_vs_program(runs: int, workdir: Path) -> dict[str, Any]:
+    """`tcx numerics PROGRAM --no-localize` (the program eager with its float64 twins, then compiled; each
+    compiled call, gradient and parameter compared, nothing localized) against the program's own run,
+    both on one Inductor cache warmed once."""
+    rel = str((PROGRAMS / "numerics" / "batchnorm_train.py").relative_to(ROOT))
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(workdir / "warm-cache")}
+    run_once(Command("warm the cache", [PYTHON, rel], env=env))
+    argv = [*tcx_argv(), "numerics", rel, "--no-localize", "--format", "json", "--no-save"]
+    tcx = Command("tcx numerics --no-localize", argv, env=env, check=numerics_check)
+    plain = Command("python program (warm)", [PYTHON, rel], env=env)
+    measure([tcx, plain], runs)
+    return comparison(
+        "numerics vs program",
+        "numerics/batchnorm_train.py (3 training steps, Inductor): tcx numerics --no-localize (an eager run "
+        "with float64 twins, then the compiled run) vs the program's own run, warm caches",
+        tcx,
+        plain,
+        GOAL_NUMERICS_RATIO,
+    )
+
+
 def run_big(args: argparse.Namespace) -> dict[str, Any] | None:
     """The real-size rows (bench/big_runs.py): every view, the HTML report, 1 GB, 64 ranks."""
     log = large_log(args.regen_log)
@@ -971,6 +1005,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.skip_inductor:
             print("warm start (tcx cache vs the program twice) ...", file=sys.stderr, flush=True)
             results["cache_vs_two_runs"] = cache_vs_two_runs(args.runs)
+            print("numerics (tcx numerics --no-localize vs the program) ...", file=sys.stderr, flush=True)
+            with tempfile.TemporaryDirectory(prefix="tcx-bench-") as tmp:
+                results["numerics_vs_program"] = numerics_vs_program(args.runs, Path(tmp))
         if not args.skip_big:
             results["big_runs"] = run_big(args)
         if not args.skip_tests:

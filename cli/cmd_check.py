@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from tcx.cli.views import view_command
-from tcx.core.model.budgets import BUDGET_TYPES, BUDGETS, COST_BUDGETS, WARM_RUN_BUDGETS
+from tcx.core.model.budgets import BUDGET_TYPES, BUDGETS, COST_BUDGETS, NUMERICS_BUDGETS, WARM_RUN_BUDGETS
 from tcx.core.views.registry import get
 
 VIEW = get("check")
@@ -62,12 +62,25 @@ def command(**params: Any) -> None:
     if accepted and isinstance(resolve_target(params["target"]), FileTarget):
         params = {**params, **dict.fromkeys(OVERRIDES)}  # nothing runs: not "ignored", accepted
     warm = None
-    if any(key in budgets for key in WARM_RUN_BUDGETS):  # judged on a warm run, as `tcx cache` makes
+    program = not isinstance(resolve_target(params["target"]), FileTarget)
+    numerics = any(key in budgets for key in NUMERICS_BUDGETS)
+    if numerics and any(key in budgets for key in (*WARM_RUN_BUDGETS, *COST_BUDGETS)):
+        from tcx.core.errors import UsageError
+
+        raise UsageError(
+            "the --max-numerics-* budgets are judged on tcx numerics' runs, the warm-start and cost budgets "
+            "on runs of their own: give them to two checks."
+        )
+    if numerics and program:  # compared as `tcx numerics --no-localize` compares
+        from tcx.cli.cmd_numerics import numerics_run
+
+        loaded = numerics_run({**params, "max_runs": 0, "localize": False})
+    elif any(key in budgets for key in WARM_RUN_BUDGETS):  # judged on a warm run, as `tcx cache` makes
         from tcx.cli.cmd_cache import warm_run
 
         loaded, warm = warm_run(params, [k for k in WARM_RUN_BUDGETS if k in budgets])
-    elif any(key in budgets for key in COST_BUDGETS) and not isinstance(
-        resolve_target(params["target"]), FileTarget
+    elif (
+        any(key in budgets for key in COST_BUDGETS) and program
     ):  # measured as `tcx cost` measures it: the eager run only when a speedup is asked for
         from tcx.cli.cmd_cost import cost_run
 

@@ -169,7 +169,7 @@ def _selector_properties(policy: Policy) -> dict[str, Any]:
 def _option_schema(opt: Option) -> dict[str, Any]:
     if opt.is_flag:
         return {"type": "boolean", "description": opt.help}
-    item: dict[str, Any] = {"type": "integer" if opt.type is int else "string"}
+    item: dict[str, Any] = {"type": {int: "integer", float: "number"}.get(opt.type, "string")}
     if opt.choices:
         item["enum"] = list(opt.choices)
     if opt.multiple:
@@ -182,16 +182,30 @@ def json_options(view: View) -> list[Option]:
     return [o for o in view.options if {"build", "json"} & set(o.to)]
 
 
+def run_options(view: View, policy: Policy) -> list[Option]:
+    """The options of a view whose program TARGET its own runner runs (`numerics`: --rtol, --max-runs)."""
+    return [o for o in view.options if "cli" in o.to] if view.runner and policy.allow_run else []
+
+
 def view_tool(view: View, policy: Policy) -> Tool:
     props = _selector_properties(policy)
-    props.update({o.dest: _option_schema(o) for o in json_options(view)})
+    props.update({o.dest: _option_schema(o) for o in (*json_options(view), *run_options(view, policy))})
     description = (
         f"{view.help} Returns tcx's JSON document ({view.schema}), as `tcx {view.name} --format json`."
     )
 
     def run(args: dict[str, Any], policy: Policy) -> dict[str, Any]:
+        from tcx.cli import common
+        from tcx.core.run.targets import ProgramTarget
+
         params = _params(args, view)
-        loaded, selection = _load(params, policy, view.fresh_compile, view.captures)
+        runner = view.live_runner()
+        if runner is not None and isinstance(check_target(params["target"], policy), ProgramTarget):
+            extra = {o.dest: args.get(o.dest) for o in run_options(view, policy)}
+            loaded = runner({**params, **extra, "no_save": True})  # the server writes no .tcx/last.tcx
+            selection = common.selection(loaded)
+        else:
+            loaded, selection = _load(params, policy, view.fresh_compile, view.captures)
         result = view.builder()(loaded.model, selection, **view.options_for("build", params))
         return view.serializer()(result, **view.options_for("json", params))
 

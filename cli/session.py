@@ -41,8 +41,22 @@ def _record(target: ProgramTarget, opts: object | None) -> Loaded:
     from tcx.core.run import driver
 
     opts = opts or driver.RunOptions()
+    return finish_live(target, record_live(target, opts), opts)
+
+
+def record_live(target: ProgramTarget, opts: Any) -> Any:
+    """Run the target under the recorder (a status line while it runs); the LiveRun, not yet loaded."""
+    from tcx.core.run import driver
+
     with live_status(enabled=not getattr(opts, "show_output", False)) as progress:
-        run = driver.record(target, opts, progress)
+        return driver.record(target, opts, progress)
+
+
+def finish_live(target: ProgramTarget, run: Any, opts: Any) -> Loaded:
+    """A finished live run's model: its child processes and the user's sources attached, saved where
+    asked, its folder removed. A command may append events to `run.path` before calling this."""
+    from tcx.core.run import driver
+
     try:
         attach_children(run.path, run.workdir / "children")
         model = build_model(load_recording(run.path), "live")
@@ -56,6 +70,17 @@ def _record(target: ProgramTarget, opts: object | None) -> Loaded:
         kept, not_kept = keep_last(run.path) if getattr(opts, "keep_last", False) else (None, None)
     finally:
         run.cleanup()
+    check_exit(model)
+    check_capture(model, save or kept)
+    # When tcx called the function itself everything recorded belongs to it (the compiled
+    # frame may be `forward` of a module): core/selection.select knows, from the calls recorded.
+    function = target.function
+    return Loaded(model, function, saved_to=save, kept=kept, not_kept=not_kept)
+
+
+def check_exit(model: RunModel) -> None:
+    """A run that could not start the program as asked is a usage error (a missing function, no torch);
+    a recorder that failed is tcx's error."""
     exit_event = model.program_exit or {}
     if exit_event.get("status") == "usage":
         raise UsageError(str(exit_event.get("message")))
@@ -66,11 +91,6 @@ def _record(target: ProgramTarget, opts: object | None) -> Loaded:
         )
     if exit_event.get("status") == "tcx_error":
         raise RecorderError(exit_event)
-    check_capture(model, save or kept)
-    # When tcx called the function itself everything recorded belongs to it (the compiled
-    # frame may be `forward` of a module): core/selection.select knows, from the calls recorded.
-    function = target.function
-    return Loaded(model, function, saved_to=save, kept=kept, not_kept=not_kept)
 
 
 @contextmanager

@@ -282,6 +282,120 @@ COST_CALL = Obj(
 )
 # A `cost_profile` extra: [span index, {bytes, flops, ...}].
 ANY_SCALAR_OR_OBJECT = Scalar("a number or an object", int, dict)
+# `tcx numerics` (core/numerics/report.py): the report the parent writes into the compiled run's recording.
+NUMERICS_WHERE = Obj(nullable=True, value=OSTR, index=Seq(INT), eager=ONUM, compiled=ONUM, reference=ONUM)
+NUMERICS_FIELDS: dict[str, Spec] = dict(
+    label=STR,
+    dtype=OSTR,
+    shape=Seq(INT),
+    within=BOOL,
+    basis=OSTR,
+    max_abs=ONUM,
+    max_rel=ONUM,
+    compiled_error=ONUM,
+    eager_error=ONUM,
+    allowed_error=ONUM,
+    where=NUMERICS_WHERE,
+    note=OSTR,
+)
+JUDGEMENT = Obj(required=("label",), **NUMERICS_FIELDS)
+JUDGEMENT_OR_NULL = Obj(nullable=True, required=("label",), **NUMERICS_FIELDS)
+VALUE_CHECK = Obj(
+    required=("kind",),
+    kind=OneOf("call", "backward", "step"),
+    seq=INT,
+    function=OSTR,
+    call=INT,
+    backward=INT,
+    step=INT,
+    nondeterministic=OBOOL,
+    eager_spread=ONUM,
+    note=OSTR,
+    values=Seq(JUDGEMENT),
+)
+NUMERICS_NODE = Obj(
+    nullable=True,
+    name=OSTR,
+    op=OSTR,
+    file=OSTR,
+    line=OINT,
+    code=OSTR,
+    dtype=OSTR,
+    random=BOOL,
+    judgement=JUDGEMENT_OR_NULL,
+    checked=INT,
+    why=OSTR,
+)
+NUMERICS_PROBE = Obj(
+    compile_id=STR,
+    function=OSTR,
+    index=OINT,
+    backend=OSTR,
+    stages=Seq(Obj(required=("backend",), backend=STR, within=BOOL, worst=JUDGEMENT_OR_NULL)),
+    stage=OSTR,
+    node=NUMERICS_NODE,
+    bisect=Obj(
+        nullable=True,
+        backend=OSTR,
+        subsystem=OSTR,
+        bisect_number=OINT,
+        debug_info=OSTR,
+        compiles=INT,
+        note=OSTR,
+    ),
+    custom_passes=Map(Obj(function=OSTR, file=OSTR, line=OINT)),
+    seconds=ONUM,
+    error=OSTR,
+)
+NUMERICS_FIGURES = Obj(
+    nullable=True, divergent=INT, max_abs=ONUM, compiled_error=ONUM, allowed_error=ONUM, values_compared=INT
+)
+NUMERICS_REPORT = Obj(
+    required=("verdict",),
+    verdict=OneOf("within_tolerance", "diverged", "nondeterministic", "not_compared"),
+    seed=INT,
+    grads=BOOL,
+    tolerance=Obj(multiplier=ONUM, rtol=ONUM, atol=ONUM),
+    reference=Obj(ops=INT, fallback_ops=Map(INT), dtype=OSTR),
+    eager_repeatable=OBOOL,
+    calls=Seq(VALUE_CHECK),
+    gradients=Seq(VALUE_CHECK),
+    parameters=Seq(VALUE_CHECK),
+    first_divergence=Obj(
+        nullable=True,
+        kind=OSTR,
+        function=OSTR,
+        index=INT,
+        value=OSTR,
+        stage=OSTR,
+        compile_id=OSTR,
+        op=OSTR,
+        node=OSTR,
+        file=OSTR,
+        line=OINT,
+        code=OSTR,
+        custom_pass=Obj(nullable=True, config=OSTR, function=OSTR, file=OSTR, line=OINT),
+        cause=OSTR,
+        explanation=OSTR,
+        **{"pass": OSTR},
+    ),
+    probes=Seq(NUMERICS_PROBE),
+    remedies=Seq(
+        Obj(
+            change=STR,
+            cause=STR,
+            config=Seq(Obj(required=("module", "name"), module=STR, name=STR)),
+            ran=BOOL,
+            verified=BOOL,
+            before=NUMERICS_FIGURES,
+            after=NUMERICS_FIGURES,
+            why_not=OSTR,
+        )
+    ),
+    runs=Seq(Obj(name=STR, purpose=STR, seconds=ONUM, status=STR, records=OINT)),
+    notes=Seq(STR),
+    dropped=Map(INT),
+)
 # Kinds the recorder writes as `{"hook_error": ...}` alone when its hook failed; views skip them.
 HOOK_ERROR_KINDS = frozenset({"graph_break", "frame_call", "guard_check", "cost_call"})
 # Fields every recorder event kind may carry; `kind` itself is checked first.
@@ -429,6 +543,9 @@ RECORDER_EVENTS: dict[str, Obj] = {
     ),
     "cost_device": Obj(name=OSTR, capability=OSTR, float32_matmul_precision=OSTR),
     "cost_run_end": Obj(calls=INT, cuda=BOOL),
+    "numerics_config": Obj(role=OSTR, features=Map(OSTR, nullable=True)),
+    "numerics_probe": Obj(function=OSTR, backend=OSTR, stage=OSTR, seconds=ONUM),
+    "numerics_report": NUMERICS_REPORT,
 }
 
 HEADER = Obj(target=OSTR, torch_version=OSTR, tcx_version=OSTR)

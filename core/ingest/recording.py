@@ -67,6 +67,18 @@ Written by the Dynamo captures (core/recorder/compat_dynamo.py), additive in for
     cudagraph            `cudagraphs` capture (core/recorder/compat_cudagraphs.py): event
                          skip | partitions | decided | cudagraphified | captured, compile_id, graph
 
+Written by `tcx numerics` (core/recorder/compat_numerics.py, compat_localize.py), additive in format 1:
+
+    numerics_config      the numerics capture: role (compiled | eager), config applied, features
+                         (None: installed, else why not: force_eager, calls, grads, float64_reference)
+    numerics_probe       the localization run, one per compiled graph of the divergent call: compile_id,
+                         backend, stages[] (each rung judged), stage, node (the first FX node off: name,
+                         op, file, line, code, dtype, judgement), bisect (torch's CompilerBisector),
+                         custom_passes, seconds, error
+    numerics_report      written by the parent into the compiled run's recording after all its runs:
+                         the report of core/numerics/report.py (verdict, calls[], gradients[],
+                         parameters[], first_divergence, probes[], remedies[], runs[])
+
 Events are flushed as they happen, so a crash, `sys.exit`, segfault or timeout keeps
 everything recorded until then. Loading never executes code (JSON only, no pickle), and checks
 every event against core/ingest/event_schema.py: a line that is not JSON, or an event with a field of the

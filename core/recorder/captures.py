@@ -36,6 +36,8 @@ CAPTURES: dict[str, str] = {
     "export": "tcx.core.recorder.compat_export:install",  # `tcx export`; export=MODE: tcx exports :func
     "cost": "tcx.core.recorder.compat_cost:install",  # `tcx cost`: calls timed, steady ones profiled
     "fix": "tcx.core.recorder.compat_fix:install",  # `tcx fix`: fix=SPEC.json, a remedy applied, outputs kept
+    # `tcx numerics`: numerics=SPEC.json, a run's values kept (eager: with float64 twins), a call localized
+    "numerics": "tcx.core.recorder.compat_numerics:install",
 }
 
 # Callbacks a capture registers to run once the program has finished (e.g. walk the cache

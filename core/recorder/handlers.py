@@ -5,13 +5,27 @@ in-process recorder."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 from tcx.core.frames import is_recorder_frame
 from tcx.core.ingest.recording import RecordingWriter
+
+_QUIET = [0]  # > 0 while tcx compiles something of its own (tcx numerics' probes): not the program's
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Drop torch's trace and log records while tcx itself compiles (they are not the program's)."""
+    _QUIET[0] += 1
+    try:
+        yield
+    finally:
+        _QUIET[0] -= 1
 
 
 class TraceHandler(logging.Handler):
@@ -28,7 +42,7 @@ class TraceHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         metadata = getattr(record, "metadata", None)
-        if metadata is None:
+        if metadata is None or _QUIET[0]:
             return
         self.writer.write("trace", md=metadata, payload=getattr(record, "payload", None))
         if "dynamo_start" in metadata:
@@ -70,6 +84,8 @@ class LogHandler(logging.Handler):
         self.writer = writer
 
     def emit(self, record: logging.LogRecord) -> None:
+        if _QUIET[0]:
+            return
         try:
             message = record.getMessage()
         except Exception:  # a bad format string in a log call is not our problem to raise

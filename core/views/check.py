@@ -201,6 +201,8 @@ def causes(ex: Explanation, count: str) -> list[Cause]:
             for run in build_export(ex.model, ex.selection).exports
             for issue in run.issues
         ]
+    if count in NUMERICS_COUNTS:  # the first divergence at the user's line, then the other values off
+        return numerics_causes(ex)
     if count in ("call_ms", "speedup"):  # what the call's time goes to, most costly first (tcx cost)
         from tcx.core.views.cost import build_cost
 
@@ -219,7 +221,65 @@ def run_count(ex: Explanation, count: str) -> float:
         return build_export(ex.model, ex.selection).export_issue_count
     if count in ("call_ms", "speedup"):
         return cost_count(ex, count)
+    if count in NUMERICS_COUNTS:
+        return numerics_count(ex, count)
     return int(getattr(ex, count))
+
+
+NUMERICS_COUNTS = ("numerics_divergent_count", "numerics_max_abs")
+
+
+def numerics_count(ex: Explanation, count: str) -> float:
+    """Divergent values, or the largest |compiled - eager|, of the run's numerics report. A run without
+    one, or a program whose eager runs disagree (tcx numerics cannot judge the compiler), is an error,
+    never a pass, unless the program failed (then exit 3 says so, and the value is 0)."""
+    from tcx.core.errors import InputError
+    from tcx.core.views.numerics import build_numerics
+
+    view = build_numerics(ex.model, ex.selection)
+    if failure(ex.model) is not None:
+        return view.divergent_count if count == "numerics_divergent_count" else view.max_abs or 0.0
+    report = view.report
+    hint = (
+        "Check the program itself (tcx check runs it as `tcx numerics --no-localize` does), or a recording "
+    )
+    hint += "saved by `tcx numerics PROGRAM --save FILE`."
+    if report is None:
+        raise InputError(
+            f"{ex.model.target}: {view.unavailable}, so the numerics budgets cannot be judged.", hint=hint
+        )
+    if report.verdict == "nondeterministic":
+        raise InputError(
+            f"{ex.model.target}: its values differ, and so do two eager runs of it (seeded alike): the "
+            "program is not deterministic, so tcx numerics cannot judge the compiler.",
+            hint="Make the program repeatable under one seed (no torch.seed(), time or OS randomness).",
+        )
+    if report.verdict == "not_compared":
+        raise InputError(
+            f"{ex.model.target}: no compiled call was compared, so the numerics budgets cannot be judged."
+        )
+    if count == "numerics_divergent_count":
+        return view.divergent_count
+    return round(view.max_abs or 0.0, 9)
+
+
+def numerics_causes(ex: Explanation) -> list[Cause]:
+    from tcx.core.views.numerics import build_numerics
+
+    report = build_numerics(ex.model, ex.selection).report
+    if report is None:
+        return []
+    out = []
+    first = report.first_divergence
+    if first is not None:
+        where = f" ({first.stage})" if first.stage else ""
+        text = f"first divergence: {first.function or first.kind} #{first.index} {first.value or ''}{where}"
+        out.append(Cause(text, first.file, first.line))
+    for check in report.divergent[:20]:
+        worst = check.worst
+        detail = f": {worst.note}" if worst and worst.note else ""
+        out.append(Cause(f"{check.name} {worst.label if worst else ''}{detail}"))
+    return out
 
 
 def cost_count(ex: Explanation, count: str) -> float:

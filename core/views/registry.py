@@ -58,6 +58,9 @@ class View:
     # -> write(result, **options) -> str), e.g. check's SARIF. renderers/formats.py writes them all.
     documents: tuple[tuple[str, str], ...] = ()
     command: str | None = None  # "module:attr" of a hand-written click command; None: generated
+    # "module:function" -> runner(params) -> the loaded run, for a view whose program TARGET needs more than
+    # one recorded run (`tcx numerics`); the CLI command and the MCP tool call it for a program.
+    runner: str | None = None
     report_title: str | None = None  # its section in `tcx report` (None: not a section)
 
     def builder(self) -> Callable[..., Any]:
@@ -67,6 +70,13 @@ class View:
     def serializer(self) -> Callable[..., dict[str, Any]]:
         serializer: Callable[..., dict[str, Any]] = _resolve(self.to_json)
         return serializer
+
+    def live_runner(self) -> Callable[[dict[str, Any]], Any] | None:
+        """The runner of a program TARGET, for a view that needs more than one recorded run."""
+        if self.runner is None:
+            return None
+        runner: Callable[[dict[str, Any]], Any] = _resolve(self.runner)
+        return runner
 
     def renderer(self) -> Callable[..., None]:
         renderer: Callable[..., None] = _resolve(self.render)
@@ -379,6 +389,55 @@ VIEWS: tuple[View, ...] = (
         # capture imports Inductor's compile_fx), and recompiles' fixes come from the trace.
         captures=("codegen",),
         command="tcx.cli.cmd_cost:command",
+    ),
+    View(
+        name="numerics",
+        schema="tcx.numerics/1",
+        help="Does the compiled program compute what eager computes? Every compiled call's outputs (and "
+        "gradients, parameters) judged against eager and float64; a divergence placed at its stage, graph, "
+        "node, line and pass; remedies re-run (the program runs eager, compiled, and again as needed).",
+        build="tcx.core.views.numerics:build_numerics",
+        to_json="tcx.core.views.numerics:to_json",
+        render="tcx.renderers.numerics_terminal:render_numerics",
+        options=(
+            Option(
+                ("--rtol", "rtol"),
+                "rtol",
+                "Also fail any element with |compiled - eager| > atol + rtol * |eager| (default: the "
+                "float64 judge only).",
+                to=("cli",),
+                metavar="R",
+                type=float,
+            ),
+            Option(
+                ("--atol", "atol"),
+                "atol",
+                "With --rtol: the absolute part (default 0).",
+                to=("cli",),
+                metavar="A",
+                type=float,
+            ),
+            Option(
+                ("--multiplier", "multiplier"),
+                "multiplier",
+                "A compiled value diverges when its error against float64 exceeds M x eager's own "
+                "(default: torch's, 2; 3 for bfloat16 and float16).",
+                to=("cli",),
+                metavar="M",
+                type=float,
+            ),
+            Option(
+                ("--max-runs", "max_runs"),
+                "max_runs",
+                "After the comparison, at most N more runs: a localization run when the compiled run could "
+                "not place the first divergence itself, then one per remedy (default 3; 0: none).",
+                to=("cli",),
+                metavar="N",
+                type=int,
+            ),
+        ),
+        command="tcx.cli.cmd_numerics:command",
+        runner="tcx.cli.cmd_numerics:numerics_run",
     ),
     View(
         name="report",
