@@ -6,6 +6,7 @@ with what torch itself wrote to its TORCH_TRACE log during the very same run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -26,7 +27,10 @@ from filelock import FileLock
 # (run_tcx sets NO_COLOR and COLUMNS; colour tests set FORCE_COLOR). tests/test_hermetic.py runs
 # part of the suite with each of them set.
 ENV_CLEARED = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE", "COLUMNS", "LINES", "TCX_DEBUG", "TCX_COMPLETE")
-ENV_FIXED = {"TERM": "xterm-256color"}
+# TCX_KEEP_KERNEL_CACHE: where a view turns the compile caches off, tcx keeps Inductor's compiled
+# kernels (found by their source's hash) in the session's cache folder below, so gcc builds each kernel
+# once per session; every stage still runs and is recorded (core/recorder/compat.py).
+ENV_FIXED = {"TERM": "xterm-256color", "TCX_KEEP_KERNEL_CACHE": "1"}
 for _name in ENV_CLEARED:
     os.environ.pop(_name, None)
 os.environ.update(ENV_FIXED)
@@ -142,18 +146,103 @@ def pytest_configure(config: pytest.Config) -> None:
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # the controller set it; workers inherit its environment
     folder = tempfile.mkdtemp(prefix="tcx-test-inductor-cache-")
-    config.stash[_CACHE_KEY] = folder
+    shared = tempfile.mkdtemp(prefix="tcx-test-shared-runs-")
+    config.stash[_CACHE_KEY] = (folder, shared)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
     os.environ["TRITON_CACHE_DIR"] = os.path.join(folder, "triton")
+    os.environ[_SHARED_RUNS] = shared
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    folder = config.stash.get(_CACHE_KEY, None)
-    if folder:
+    for folder in config.stash.get(_CACHE_KEY, ()):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-_CACHE_KEY = pytest.StashKey[str]()
+_CACHE_KEY = pytest.StashKey[tuple[str, str]]()
+_SHARED_RUNS = "TCX_TEST_SHARED_RUNS"  # the session's folder of shared runs (set by the controller)
+
+
+# ---------------------------------------------------------------- record once, assert many
+#
+# A run the suite makes (tcx on a program, or the program plainly under TORCH_TRACE) is made ONCE
+# per session, whichever test or xdist worker asks first; every test that asks for the same run
+# (same command, same environment) reads its result. One worker runs it under a file lock while
+# the others wait. A test that must see a run of its own (signals, caches, a remedy re-run, files
+# the program writes) calls run_tcx/subprocess itself and says why in its docstring.
+
+
+@dataclass(frozen=True)
+class SharedRun:
+    """The session's one run of a command: its exit code and output, and its folder, which holds
+    the recording (`--save`) and torch's own TORCH_TRACE log of the same run when asked for."""
+
+    folder: Path
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def recording(self) -> Path:
+        return self.folder / "run.tcx"
+
+    @property
+    def torch_trace(self) -> Path:
+        return self.folder / "torch_trace"
+
+    @property
+    def output(self) -> Path:
+        return self.folder / "output"
+
+    def json(self) -> dict:
+        assert self.stdout, f"no output on stdout; stderr:\n{self.stderr[-3000:]}"
+        return json.loads(self.stdout)
+
+    def ok(self) -> SharedRun:
+        """This run, asserting it exited 0."""
+        assert self.returncode == 0, f"exit {self.returncode}:\n{self.stderr[-3000:]}"
+        return self
+
+
+def shared_run(
+    *args: str,
+    python: bool = False,
+    save: bool = False,
+    trace: bool = False,
+    output: bool = False,
+    env: dict[str, str] | None = None,
+    timeout: float = 900,
+) -> SharedRun:
+    """`tcx ARGS` (or `python ARGS` with `python=True`: the program with no tcx), run once per session.
+
+    `save` adds `--save FOLDER/run.tcx`, `output` adds `-o FOLDER/output` (a report too big to keep
+    as text), `trace` sets TORCH_TRACE to FOLDER/torch_trace."""
+    key = json.dumps([python, args, save, trace, output, sorted((env or {}).items())])
+    folder = Path(os.environ[_SHARED_RUNS]) / hashlib.sha1(key.encode()).hexdigest()[:16]
+    done = folder / "result.json"
+    with FileLock(str(folder) + ".lock"):
+        if not done.exists():
+            folder.mkdir(exist_ok=True)
+            (folder / "command.json").write_text(key)
+            full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **(env or {})}
+            if trace:
+                full_env["TORCH_TRACE"] = str(folder / "torch_trace")
+            argv = [sys.executable, *args] if python else [sys.executable, "-m", "tcx", *args]
+            if save:
+                argv += ["--save", str(folder / "run.tcx")]
+            if output:
+                argv += ["-o", str(folder / "output")]
+            proc = subprocess.run(
+                argv, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout
+            )
+            done.write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))
+    returncode, stdout, stderr = json.loads(done.read_text())
+    return SharedRun(folder, returncode, stdout, stderr)
+
+
+def plain_trace(program: str, *args: str) -> TorchTrace:
+    """torch's own counts of `python PROGRAM ARGS` (no tcx anywhere), run once per session."""
+    run = shared_run(str(PROGRAMS / program), *args, python=True, trace=True).ok()
+    return read_torch_trace(run.torch_trace)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -222,56 +311,30 @@ class Recorded:
         return json.loads(self.report_path.read_text())
 
     def view(self, name: str, *extra: str) -> dict:
-        """`tcx VIEW RECORDING --format json`: a view rendered from the saved recording (no run)."""
-        proc = run_tcx(name, str(self.recording), "--format", "json", *extra)
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
+        """`tcx VIEW RECORDING --format json`: a view rendered from the saved recording (no run; once
+        per session for the same view and options)."""
+        return shared_run(name, str(self.recording), "--format", "json", *extra).ok().json()
 
 
-def _session_recorder(
-    factory: pytest.TempPathFactory, kind: str, argv: Callable[[str], tuple[str, ...]]
-) -> Callable[[str], Recorded]:
-    base = factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # one folder for all workers
-
+def _session_recorder(argv: Callable[[str], tuple[str, ...]]) -> Callable[[str], Recorded]:
     def get(name: str) -> Recorded:
-        folder = shared / f"{kind}-{name.replace('/', '_')}"
-        done = folder / "report.json"
-        with FileLock(str(folder) + ".lock"):
-            if not done.exists():
-                folder.mkdir(exist_ok=True)
-                partial = folder / "report.json.partial"
-                proc = run_tcx(
-                    "report",
-                    *argv(name),
-                    "--save",
-                    str(folder / "run.tcx"),
-                    "--format",
-                    "json",
-                    "-o",
-                    str(partial),
-                    env={"TORCH_TRACE": str(folder / "torch_trace")},
-                    timeout=900,
-                )
-                assert proc.returncode == 0, f"recording {name} failed:\n{proc.stderr[-3000:]}"
-                partial.rename(done)
-        return Recorded(folder / "run.tcx", folder / "torch_trace", done)
+        run = shared_run("report", *argv(name), "--format", "json", save=True, output=True, trace=True)
+        assert run.returncode == 0, f"recording {name} failed:\n{run.stderr[-3000:]}"
+        return Recorded(run.recording, run.torch_trace, run.output)
 
     return get
 
 
 @pytest.fixture(scope="session")
-def recorded(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Recorded]:
+def recorded() -> Callable[[str], Recorded]:
     """`recorded("seed_f")`: the session's one Inductor recording of that program (made on first use)."""
-    return _session_recorder(tmp_path_factory, "inductor", RECORDED_PROGRAMS.__getitem__)
+    return _session_recorder(RECORDED_PROGRAMS.__getitem__)
 
 
 @pytest.fixture(scope="session")
-def dynamo_recorded(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Recorded]:
+def dynamo_recorded() -> Callable[[str], Recorded]:
     """`dynamo_recorded("demo.py")`: the session's one eager-backend recording of that fixture program."""
-    return _session_recorder(
-        tmp_path_factory, "eager", lambda name: (str(PROGRAMS / name), "--backend", "eager")
-    )
+    return _session_recorder(lambda name: (str(PROGRAMS / name), "--backend", "eager"))
 
 
 @pytest.fixture

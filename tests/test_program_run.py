@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, REPO, TorchTrace, read_torch_trace, run_tcx, torch_trace_records
+from conftest import PROGRAMS, plain_trace, read_torch_trace, run_tcx, shared_run, torch_trace_records
 
 pytestmark = [pytest.mark.torch, pytest.mark.inductor]
 
@@ -26,35 +26,17 @@ pytestmark = [pytest.mark.torch, pytest.mark.inductor]
 PROGRAMS_AS_THEY_RUN = ("demo.py", "train_item_branch.py", "models/fast_decode.py")
 
 
-def plain_run(program: str, trace: Path) -> TorchTrace:
-    """`python prog.py` with TORCH_TRACE set: no tcx anywhere."""
-    proc = subprocess.run(
-        [sys.executable, str(PROGRAMS / program)],
-        env={**os.environ, "TORCH_TRACE": str(trace)},
-        capture_output=True,
-        text=True,
-        timeout=900,
-        cwd=REPO,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return read_torch_trace(trace)
-
-
 def guard_sets(trace: Path) -> int:
     """Cache entries torch built: one guard tree per compile that produced a graph."""
     return sum(name == "dynamo_cpp_guards_str" for name, _, _ in torch_trace_records(trace))
 
 
-@pytest.fixture(scope="module", params=PROGRAMS_AS_THEY_RUN)
-def program_and_log(request, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("as_it_runs")
-    torch_log = plain_run(request.param, tmp / "trace")
-    save = tmp / "run.tcx"
-    proc = run_tcx(
-        "explain", str(PROGRAMS / request.param), "--format", "json", "--save", str(save), timeout=900
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return request.param, json.loads(proc.stdout), torch_log, save, tmp / "trace"
+@pytest.fixture(params=PROGRAMS_AS_THEY_RUN)
+def program_and_log(request):
+    """tcx explain with no options, and torch's log of the program run plainly: each made once per session."""
+    plain = shared_run(str(PROGRAMS / request.param), python=True, trace=True).ok()
+    live = shared_run("explain", str(PROGRAMS / request.param), "--format", "json", save=True).ok()
+    return request.param, live.json(), read_torch_trace(plain.torch_trace), live.recording, plain.torch_trace
 
 
 def test_explain_with_no_options_reports_the_programs_own_counts(program_and_log):
@@ -72,17 +54,17 @@ def test_explain_with_no_options_reports_the_programs_own_counts(program_and_log
         assert (first["function"], Path(first["file"]).name) == ("<module>", Path(name).name), site
 
 
-def test_eager_is_an_explicit_choice_that_says_its_counts_differ(program_and_log):
+def test_eager_is_an_explicit_choice_that_says_its_counts_differ(program_and_log, dynamo_recorded):
     name, _, torch_log, _, _ = program_and_log
-    proc = run_tcx("explain", str(PROGRAMS / name), "--backend", "eager", "--no-save", "--format", "json")
-    eager = json.loads(proc.stdout)
+    run = dynamo_recorded(name)  # the session's `tcx report PROGRAM --backend eager` run, saved
+    eager = run.view("explain")
     # the programs were chosen because the backend changes their counts
     assert (eager["graph_count"], eager["recompile_count"]) != (torch_log.graphs, torch_log.recompiles)
     assert eager["backend"]["counts_may_differ"] and not eager["backend"]["as_program"]
     assert eager["backend"]["overrides"] == [
         {"option": "backend", "used": "eager", "program_asks": ["inductor"]}
     ]
-    text = run_tcx("explain", str(PROGRAMS / name), "--backend", "eager", "--no-save").stdout
+    text = shared_run("explain", str(run.recording)).ok().stdout
     assert "counts may differ from the program's own run" in text
 
 
@@ -113,12 +95,12 @@ def test_check_passes_exactly_when_a_check_on_the_programs_log_passes(program_an
             )
 
 
-def test_live_check_of_the_demo_fails_on_the_programs_own_counts(tmp_path):
+def test_live_check_of_the_demo_fails_on_the_programs_own_counts():
     """The issue's own example: under eager the demo has 5 breaks and 4 recompiles, as it runs 7 and 6."""
     proc = run_tcx(
         "check", str(PROGRAMS / "demo.py"), "--max-graph-breaks", "5", "--max-recompiles", "4", "--no-save"
     )
-    torch_log = plain_run("demo.py", tmp_path / "trace")
+    torch_log = plain_trace("demo.py")
     assert torch_log.graph_breaks > 5 and torch_log.recompiles > 4  # what makes this check fail
     assert proc.returncode == 1, proc.stdout
     assert f"graph breaks: {torch_log.graph_breaks}" in proc.stdout
@@ -127,10 +109,8 @@ def test_live_check_of_the_demo_fails_on_the_programs_own_counts(tmp_path):
     assert "recompiled g" in proc.stdout and "size mismatch at index 0" in proc.stdout
 
 
-def test_a_recording_made_with_an_override_fails_the_check_unless_the_check_accepts_it(tmp_path):
-    save = tmp_path / "eager.tcx"
-    made = run_tcx("explain", str(PROGRAMS / "demo.py"), "--backend", "eager", "--save", str(save))
-    assert made.returncode == 0, made.stderr
+def test_a_recording_made_with_an_override_fails_the_check_unless_the_check_accepts_it(dynamo_recorded):
+    save = dynamo_recorded("demo.py").recording  # `tcx report demo.py --backend eager`, saved
     refused = run_tcx("check", str(save), "--max-graph-breaks", "100", "--format", "json")
     assert refused.returncode == 4
     doc = json.loads(refused.stdout)
@@ -141,7 +121,8 @@ def test_a_recording_made_with_an_override_fails_the_check_unless_the_check_acce
 
 
 def test_a_live_run_is_kept_for_every_other_view(tmp_path):
-    """Record once, view many: .tcx/last.tcx in the current directory, with its own .gitignore."""
+    """Record once, view many: .tcx/last.tcx in the current directory, with its own .gitignore.
+    Its own runs: what is checked is what a run leaves in the folder it runs from."""
     proc = in_dir(tmp_path, "explain", str(PROGRAMS / "calls" / "callers.py"), "--format", "json")
     assert proc.returncode == 0, proc.stderr
     last = tmp_path / ".tcx" / "last.tcx"

@@ -11,6 +11,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -50,8 +51,17 @@ def wrap_compiled_functions(
     return None
 
 
+# Set (to "1") by the test suite: where tcx turns the compile caches off it keeps Inductor's cache of
+# compiled kernels (a C++ or Triton binary found by its source's hash), so a kernel built once in a
+# session is not built by gcc again. Every stage still runs and is recorded (the FX-graph and
+# AOTAutograd caches, whose hits skip stages, and PGO stay off); only compile seconds are lower.
+KEEP_KERNEL_CACHE = "TCX_KEEP_KERNEL_CACHE"
+
+
 def disable_compile_caches() -> str | None:
     """Cache hits skip the stages we record; PGO would make recompiles depend on earlier runs."""
+    if os.environ.get(KEEP_KERNEL_CACHE) == "1":
+        return _disable_graph_caches()
     try:
         torch.compiler.config.force_disable_caches = True
         return None
@@ -63,6 +73,25 @@ def disable_compile_caches() -> str | None:
             return None
         except (ImportError, AttributeError) as exc:
             return unavailable("disabling compile caches", exc)
+
+
+def _disable_graph_caches() -> str | None:
+    """The caches whose hits skip recorded stages off, the compiled-kernel cache left on."""
+    try:
+        import torch._dynamo.config as dynamo_config
+        import torch._functorch.config as functorch_config
+        import torch._inductor.config as inductor_config
+    except ImportError as exc:
+        return unavailable("disabling compile caches", exc)
+    for config, names in (
+        (inductor_config, ("fx_graph_cache", "fx_graph_remote_cache", "autotune_local_cache")),
+        (functorch_config, ("enable_autograd_cache", "enable_remote_autograd_cache")),
+        (dynamo_config, ("automatic_dynamic_local_pgo", "automatic_dynamic_remote_pgo")),
+    ):
+        for name in names:
+            if hasattr(config, name):
+                setattr(config, name, False)
+    return None
 
 
 def attach_trace_handler(handler: logging.Handler) -> str | None:

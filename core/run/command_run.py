@@ -46,7 +46,10 @@ def run_command(argv: list[str], *, timeout: float | None, disable_caches: bool)
         raise UsageError(f"command not found: {argv[0]!r}.")
     trace_dir = Path(tempfile.mkdtemp(prefix="tcx-trace-"))
     env = {**os.environ, "TORCH_TRACE": str(trace_dir)}
-    if disable_caches:
+    if disable_caches and env.get("TCX_KEEP_KERNEL_CACHE") == "1":  # core/recorder/compat.py
+        env.update(TORCHINDUCTOR_FX_GRAPH_CACHE="0", TORCHINDUCTOR_AUTOGRAD_CACHE="0")
+        env["TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO"] = "0"
+    elif disable_caches:
         env["TORCHINDUCTOR_FORCE_DISABLE_CACHES"] = "1"
     started = time.monotonic()
     with Supervisor() as supervisor:
