@@ -90,8 +90,14 @@ def live_status(enabled: bool) -> Iterator[Callable[[Any], None] | None]:
 
 
 class RecorderError(Exception):
-    """The recorder itself failed (a tcx bug); carries the child's traceback."""
+    """The recorder itself failed (a tcx bug); carries the child's traceback. `where` names the
+    line of tcx's code that failed while the program ran (core/recorder/program.tcx_fault)."""
 
     def __init__(self, event: dict) -> None:
-        super().__init__(f"{event.get('exc_type')}: {event.get('message')}")
+        message = " ".join(str(event.get("message") or "").split("\n\n")[0].split())[:600]
+        where = event.get("where")
+        text = f"{event.get('exc_type')}: {message}"
+        if where:
+            text = f"tcx's own code failed while the program ran ({where}) with {text}"
+        super().__init__(text)
         self.traceback = event.get("traceback", "")
