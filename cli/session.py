@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +13,7 @@ from tcx.core.frames import frame_origin
 from tcx.core.ingest.recording import load_recording
 from tcx.core.model import RunModel, build_model
 from tcx.core.run.inputs import model_of
-from tcx.core.run.last_run import keep_last
+from tcx.core.run.last_run import LastRun
 from tcx.core.run.observed import attach_children, check_capture
 from tcx.core.run.targets import FileTarget, ProgramTarget, resolve_target
 from tcx.core.selectors import Selectors
@@ -41,6 +41,12 @@ def _record(target: ProgramTarget, opts: object | None) -> Loaded:
     from tcx.core.run import driver
 
     opts = opts or driver.RunOptions()
+    with LastRun() if getattr(opts, "keep_last", False) else nullcontext() as slot:
+        return _record_run(target, opts, driver, slot)
+
+
+def _record_run(target: ProgramTarget, opts: Any, driver: Any, slot: LastRun | None) -> Loaded:
+    """Run the program, then keep its recording (in `slot`, the run's place in .tcx/)."""
     with live_status(enabled=not getattr(opts, "show_output", False)) as progress:
         run = driver.record(target, opts, progress)
     try:
@@ -53,7 +59,7 @@ def _record(target: ProgramTarget, opts: object | None) -> Loaded:
         save = getattr(opts, "save", None)
         if save:
             driver.keep(run, save)
-        kept, not_kept = keep_last(run.path) if getattr(opts, "keep_last", False) else (None, None)
+        kept, not_kept = slot.keep(run.path) if slot is not None else (None, None)
     finally:
         run.cleanup()
     exit_event = model.program_exit or {}
