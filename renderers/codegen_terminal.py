@@ -83,6 +83,14 @@ def render_preview_notes(notes: dict, console: Console) -> None:
         console.print(Text(f"  assumed: {clean(line)}", style="muted"))
     if notes.get("stopped"):
         console.print(Text(f"  {clean(notes['stopped'])}", style="bad"))
+    if notes.get("cpu_modules") and notes.get("cuda_modules"):
+        console.print(
+            Text(
+                f"  {notes['cpu_modules']} graph(s) of CPU tensors only: they run on the CPU, no GPU code "
+                "is generated for them (not shown)",
+                style="warn",
+            )
+        )
     decisions = notes.get("decisions") or []
     if decisions:
         console.print(
