@@ -10,9 +10,12 @@ Then it compares, per program: how each run ended; graphs, graph breaks, compile
 the modules (forward/backward/inference) each run generated; every graph's kernels (source, raw
 and after normalising the lines that name a file or a build hash) and wrapper `call()`; and each
 kernel's "your line" (the user lines its provenance names). A difference counts as named when the
-preview recorded a decision it could not take without a GPU (`cuda_preview_decision`) for that
-graph. CUDA-graph events (`mode="reduce-overhead"`) of both runs are listed side by side.
-Writes compare.json, compare.txt and recordings.tar.gz (every recording, for a comparison elsewhere).
+preview names that compile (core/analysis/preview_notes.py): a decision it could not take without a
+GPU, a dependency on random values (a branch, number or size read from values drawn on the CUDA
+device), or a graph break at tcx's stand-in for a CUDA function. CUDA-graph events
+(`mode="reduce-overhead"`) of both runs are listed side by side. Writes compare.json, compare.txt
+and recordings.tar.gz (every recording, for a comparison elsewhere). Exits 1 when a run could not
+be recorded, 0 when every program was compared (its differences are in the table).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from tcx.core.analysis.preview_notes import preview_notes
 from tcx.core.ingest.recording import load_recording
 from tcx.core.model import build_model
 from tcx.core.torchtext.output_code import call_body
@@ -105,7 +109,9 @@ def _lines(kernel: Any) -> list[str]:
 def compare(name: str, real_m: Any, prev_m: Any, arch: str) -> dict[str, Any]:
     real = build_codegen(real_m, device="run")
     prev = build_codegen(prev_m, device=f"cuda:{arch}")
-    decisions = _events(prev_m, "cuda_preview_decision")
+    # what the preview names: its decisions, the compiles that depend on random values, the graph
+    # breaks at tcx's stand-ins (core/analysis/preview_notes.py)
+    decisions = preview_notes(prev_m, arch)["decisions"]
     real_ex, prev_ex = explain(real_m), explain(prev_m)
     entry: dict[str, Any] = {
         "real_kernel_count": real.kernel_count,
@@ -119,7 +125,7 @@ def compare(name: str, real_m: Any, prev_m: Any, arch: str) -> dict[str, Any]:
             "preview": (prev_m.program_exit or {}).get("status"),
             "preview_message": (prev_m.program_exit or {}).get("message"),
         },
-        "decisions": [{k: v for k, v in d.items() if k not in ("kind", "seq", "t")} for d in decisions],
+        "decisions": decisions,
         "cudagraphs": {
             "real": [_cg(e) for e in _events(real_m, "cudagraph")],
             "preview": [_cg(e) for e in _events(prev_m, "cudagraph")],
@@ -135,7 +141,7 @@ def compare(name: str, real_m: Any, prev_m: Any, arch: str) -> dict[str, Any]:
         rk = {k.name: k for k in real.kernels if (k.compile_id, k.graph) == (cid, graph)}
         pk = {k.name: k for k in prev.kernels if (k.compile_id, k.graph) == (cid, graph)}
         why = [d for d in decisions if d.get("compile_id") == cid and d.get("graph") in (graph, None)]
-        names = sorted({f"{d.get('decision')}: {d.get('op', '')} -> {d.get('assumed')}" for d in why})
+        names = sorted({f"{d.get('decision')}: {d.get('what', '')} -> {d.get('assumed')}" for d in why})
         g: dict[str, Any] = {"compile_id": cid, "graph": graph, "kernels": {}, "preview_decisions": names}
         for k in sorted(set(rk) | set(pk)):
             if k not in rk or k not in pk:
@@ -201,14 +207,17 @@ def _cg(e: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def report(out: Path, arch: str, names: list[str], seconds: dict[str, float], env: dict[str, Any]) -> None:
-    """compare.json and compare.txt from the recordings in `out`."""
+def report(out: Path, arch: str, names: list[str], seconds: dict[str, float], env: dict[str, Any]) -> int:
+    """compare.json and compare.txt from the recordings in `out`; the number of programs with a
+    recording missing (a run tcx could not record)."""
     result: dict[str, Any] = {}
     rows, detail = [], []
+    missing = 0
     for name in names:
         paths = [out / f"{name}_real.tcx", out / f"{name}_preview.tcx"]
         if not all(p.exists() for p in paths):
             rows.append(f"{name:20s} no recording ({', '.join(p.name for p in paths if not p.exists())})")
+            missing += 1
             continue
         real_m, prev_m = (build_model(load_recording(p)) for p in paths)
         entry = compare(name, real_m, prev_m, arch)
@@ -220,6 +229,7 @@ def report(out: Path, arch: str, names: list[str], seconds: dict[str, float], en
             (s["kernels_identical"], s["kernels_total"]),
             (s["wrappers_identical"], s["wrappers_total"]),
             (s["your_line_equal"], s["your_line_compared"]),
+            (s["graphs_differing_named"], s["graphs_differing_named"] + s["graphs_differing_unnamed"]),
         ]
         rows.append(
             f"{name:20s} "
@@ -252,8 +262,8 @@ def report(out: Path, arch: str, names: list[str], seconds: dict[str, float], en
     total = [result[n]["summary"] for n in result]
     modules = [result[n]["modules"] for n in result]
     header = (
-        f"{'program':20s} modules   kernels   wrappers  your line counts  exit real/preview\n"
-        f"{'':20s} prev/real identical identical equal     equal"
+        f"{'program':20s} modules   kernels   wrappers  your line differing counts  exit real/preview\n"
+        f"{'':20s} prev/real identical identical equal     named     equal"
     )
     sums = [
         (sum(m["preview"] for m in modules), sum(m["real"] for m in modules)),
@@ -265,6 +275,10 @@ def report(out: Path, arch: str, names: list[str], seconds: dict[str, float], en
                 ("your_line_equal", "your_line_compared"),
             )
         ],
+        (
+            sum(s["graphs_differing_named"] for s in total),
+            sum(s["graphs_differing_named"] + s["graphs_differing_unnamed"] for s in total),
+        ),
     ]
     footer = (
         f"{'total':20s} "
@@ -277,12 +291,18 @@ def report(out: Path, arch: str, names: list[str], seconds: dict[str, float], en
     (out / "compare.txt").write_text(text)
     print(text)
     print(json.dumps(env))
+    return missing
 
 
-def main() -> None:
+def main() -> int:
+    """0 when every program was recorded both ways and compared; 1 when a run could not be recorded
+    (the table says which); 2 on a bad command line."""
     argv = sys.argv[1:]
     compare_only = "--compare-only" in argv
     argv = [a for a in argv if a != "--compare-only"]
+    if not argv:
+        print(__doc__, file=sys.stderr)
+        return 2
     out = Path(argv[0])
     arch = argv[1] if len(argv) > 1 else "sm_90"
     wanted = set(argv[2:])
@@ -296,8 +316,8 @@ def main() -> None:
             for n in names
             for side in ("real", "preview")
         }
-        report(out, arch, [n for n in names if (out / f"{n}_real.tcx").exists()], seconds, env)
-        return
+        recorded = [n for n in names if (out / f"{n}_real.tcx").exists()]
+        return 1 if report(out, arch, recorded, seconds, env) else 0
     out.mkdir(parents=True, exist_ok=True)
     jobs = int(os.environ.get("TCX_COMPARE_JOBS", "8"))
     runs = []
@@ -329,8 +349,13 @@ def main() -> None:
     with tarfile.open(out / "recordings.tar.gz", "w:gz") as tar:
         for path in sorted(out.glob("*.tcx")):
             tar.add(path, arcname=path.name)
-    report(out, arch, names, seconds, env)
+    missing = report(out, arch, names, seconds, env)
+    failed = [key for key, secs in seconds.items() if secs < 0]
+    if missing or failed:
+        print(f"not recorded: {', '.join(failed) or f'{missing} program(s)'}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -274,6 +274,10 @@ def main(argv: list[str]) -> int:
     (out_dir / "gpu_cost.json").write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     (out_dir / "gpu_cost.txt").write_text(summary_text(results) + "\n", encoding="utf-8")
     print(summary_text(results))
+    failed = [w["name"] for w in results["workloads"] if w.get("exit_code") != 0 or w.get("error")]
+    if failed:  # a workload tcx could not measure fails the script (its error is in gpu_cost.json)
+        print(f"tcx cost failed for {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

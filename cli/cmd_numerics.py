@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,7 @@ class LiveRunner:
         made) and load it as a live run is loaded: saved with --save, kept in .tcx/last.tcx."""
         from tcx.cli.session import finish_live
         from tcx.core.ingest.recording import RecordingWriter
+        from tcx.core.run.last_run import LastRun
 
         if not self.runs:
             raise RuntimeError("tcx numerics made no run")
@@ -158,7 +160,8 @@ class LiveRunner:
         final = dataclasses.replace(
             opts, save=self.params.get("save"), keep_last=not self.params.get("no_save")
         )
-        return finish_live(self.target, run, final)
+        with LastRun() if final.keep_last else nullcontext() as slot:
+            return finish_live(self.target, run, final, slot)
 
     def cleanup(self) -> None:
         for run, _, _ in self.runs:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,7 +13,7 @@ from tcx.core.frames import frame_origin
 from tcx.core.ingest.recording import load_recording
 from tcx.core.model import RunModel, build_model
 from tcx.core.run.inputs import model_of
-from tcx.core.run.last_run import keep_last
+from tcx.core.run.last_run import LastRun
 from tcx.core.run.observed import attach_children, check_capture
 from tcx.core.run.targets import FileTarget, ProgramTarget, resolve_target
 from tcx.core.selectors import Selectors
@@ -41,7 +41,8 @@ def _record(target: ProgramTarget, opts: object | None) -> Loaded:
     from tcx.core.run import driver
 
     opts = opts or driver.RunOptions()
-    return finish_live(target, record_live(target, opts), opts)
+    with LastRun() if getattr(opts, "keep_last", False) else nullcontext() as slot:
+        return finish_live(target, record_live(target, opts), opts, slot)
 
 
 def record_live(target: ProgramTarget, opts: Any) -> Any:
@@ -52,9 +53,10 @@ def record_live(target: ProgramTarget, opts: Any) -> Any:
         return driver.record(target, opts, progress)
 
 
-def finish_live(target: ProgramTarget, run: Any, opts: Any) -> Loaded:
+def finish_live(target: ProgramTarget, run: Any, opts: Any, slot: LastRun | None) -> Loaded:
     """A finished live run's model: its child processes and the user's sources attached, saved where
-    asked, its folder removed. A command may append events to `run.path` before calling this."""
+    asked and in `slot` (the run's place in .tcx/, held while it ran), its folder removed. A command may
+    append events to `run.path` before calling this."""
     from tcx.core.run import driver
 
     try:
@@ -67,7 +69,7 @@ def finish_live(target: ProgramTarget, run: Any, opts: Any) -> Loaded:
         save = getattr(opts, "save", None)
         if save:
             driver.keep(run, save)
-        kept, not_kept = keep_last(run.path) if getattr(opts, "keep_last", False) else (None, None)
+        kept, not_kept = slot.keep(run.path) if slot is not None else (None, None)
     finally:
         run.cleanup()
     check_exit(model)
@@ -110,8 +112,14 @@ def live_status(enabled: bool) -> Iterator[Callable[[Any], None] | None]:
 
 
 class RecorderError(Exception):
-    """The recorder itself failed (a tcx bug); carries the child's traceback."""
+    """The recorder itself failed (a tcx bug); carries the child's traceback. `where` names the
+    line of tcx's code that failed while the program ran (core/recorder/program.tcx_fault)."""
 
     def __init__(self, event: dict) -> None:
-        super().__init__(f"{event.get('exc_type')}: {event.get('message')}")
+        message = " ".join(str(event.get("message") or "").split("\n\n")[0].split())[:600]
+        where = event.get("where")
+        text = f"{event.get('exc_type')}: {message}"
+        if where:
+            text = f"tcx's own code failed while the program ran ({where}) with {text}"
+        super().__init__(text)
         self.traceback = event.get("traceback", "")

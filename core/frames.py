@@ -6,7 +6,13 @@ import os
 import re
 import sysconfig
 
+import tcx
+
 _RECORDER_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "recorder")
+# tcx's own code: core/ and the tcx package (one folder when installed, two in a source checkout)
+_TCX_DIRS = tuple(
+    os.path.join(os.path.dirname(os.path.abspath(path)), "") for path in (__file__, tcx.__file__ or "")
+)
 _STDLIB = {os.path.realpath(sysconfig.get_paths()[k]) for k in ("stdlib", "platstdlib")}
 
 
@@ -18,6 +24,11 @@ def is_recorder_frame(filename: str) -> bool:
         or os.path.basename(filename) == "runpy.py"
         or filename == "<frozen runpy>"
     )
+
+
+def is_tcx_code(filename: str) -> bool:
+    """A file of tcx's own (its recorder hooks, its views): never the user's code."""
+    return not filename.startswith("<") and os.path.abspath(filename).startswith(_TCX_DIRS)
 
 
 def frame_origin(filename: str) -> str:

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from tcx.core.ingest.lazy_items import stream
-from tcx.core.views.codegen import CodegenView, Kernel, Wrapper, lifetimes
+from tcx.core.views.codegen import CodegenView, Kernel, Wrapper, lifetimes, wrapper_differences
 from tcx.renderers.code_block import Seen, Wrapped, print_code, print_lines, reference
 from tcx.renderers.pipeline_common import header, user_line_text
 from tcx.renderers.safe import clean
@@ -37,7 +37,8 @@ def render_codegen(view: CodegenView, console: Console, *, lifetimes: bool = Tru
     header("codegen", view.model, console, extra, function=view.selection.function)
     if view.is_preview:
         arch = view.device.split(":", 1)[1]
-        console.print(Text(clean(PREVIEW.format(arch=arch)), style="warn"))
+        nothing = (view.preview_notes or {}).get("nothing_on_cuda")
+        console.print(Text(clean(nothing or PREVIEW.format(arch=arch)), style="bad" if nothing else "warn"))
         secs = [o.seconds for o in view.outputs if o.seconds is not None]
         if secs:
             console.print(Text(f"preview codegen: {sum(secs):.2f} s for {len(secs)} graph(s)", style="muted"))
@@ -63,6 +64,8 @@ def render_codegen(view: CodegenView, console: Console, *, lifetimes: bool = Tru
             style="muted",
         )
         console.print(title)
+        if view.is_preview:
+            render_graph_differences(view, wrapper, console)
         for k in kernels:
             render_kernel(k, console, seen)
         if view.selection.kernel:  # one kernel asked for: its code, not the whole wrapper
@@ -80,19 +83,46 @@ def render_preview_notes(notes: dict, console: Console) -> None:
         console.print(Text(f"  assumed: {clean(line)}", style="muted"))
     if notes.get("stopped"):
         console.print(Text(f"  {clean(notes['stopped'])}", style="bad"))
+    if notes.get("cpu_modules") and notes.get("cuda_modules"):
+        console.print(
+            Text(
+                f"  {notes['cpu_modules']} graph(s) of CPU tensors only: they run on the CPU, no GPU code "
+                "is generated for them (not shown)",
+                style="warn",
+            )
+        )
     decisions = notes.get("decisions") or []
     if decisions:
         console.print(
-            Text(f"  decisions that need a GPU ({len(decisions)}), taken by assumption:", style="warn")
+            Text(
+                f"  what may differ on a GPU ({len(decisions)}): decisions taken by assumption, "
+                "graphs that depend on them",
+                style="warn",
+            )
         )
+    explained: set[str] = set()  # each kind's reason is printed once
     for d in decisions:
         where = clean(" ".join(x for x in (d.get("compile_id"), d.get("graph")) if x))
         line = Text(f"    {where}  {clean(d.get('decision'))}: {clean(d.get('what'))}", style="count")
-        line.append(f" -> assumed {clean(d.get('assumed'))} ({clean(d.get('why'))})", style="muted")
+        line.append(f" -> assumed {clean(d.get('assumed'))}", style="muted")
+        if d.get("decision") not in explained:
+            explained.add(str(d.get("decision")))
+            line.append(f" ({clean(d.get('why'))})", style="muted")
         console.print(line)
     console.print(Text("  a preview cannot know:", style="muted"))
     for line in notes.get("cannot_know", []):
         console.print(Text(f"    - {clean(line)}", style="muted"))
+
+
+def render_graph_differences(view: CodegenView, wrapper: Wrapper, console: Console) -> None:
+    """Under a preview's module: why it may differ from a GPU run's (named on this graph)."""
+    if wrapper.device == "cpu":
+        what = "  runs on the CPU: a graph of CPU tensors, C++ code, not a preview of GPU code"
+        console.print(Wrapped(Text(what, style="bad"), prose=True, hang=4))
+    for d in wrapper_differences(view, wrapper):
+        line = Text(f"  may differ on a GPU, {clean(d['decision'])}: ", style="warn")
+        line.append(clean(str(d["what"])), style="muted")
+        console.print(Wrapped(line, prose=True, hang=4))
 
 
 def render_kernel(k: Kernel, console: Console, seen: Seen | None = None) -> None:

@@ -33,7 +33,10 @@ PREVIEW_STATUS = {
 def render_cudagraphs(view: CudagraphsView, console: Console) -> None:
     captured = sum(1 for g in view.graphs if g.status == "captured")
     header("cudagraphs", view.model, console, f"{captured} of {len(view.graphs)} graph(s) captured")
-    if view.is_preview:
+    nothing = (view.preview_notes or {}).get("nothing_on_cuda") if view.is_preview else None
+    if nothing:
+        console.print(Text(clean(nothing), style="bad"))
+    elif view.is_preview:
         console.print(
             Text(
                 f"PREVIEW for {view.device.split(':', 1)[1]}: compile-time CUDA-graph decisions are "
@@ -42,8 +45,8 @@ def render_cudagraphs(view: CudagraphsView, console: Console) -> None:
                 style="warn",
             )
         )
-        if view.preview_notes:
-            render_preview_notes(view.preview_notes, console)
+    if view.is_preview and view.preview_notes:
+        render_preview_notes(view.preview_notes, console)
         console.print()
     if view.unavailable:
         console.print(Text(f"not available: {clean(view.unavailable)}", style="bad"))

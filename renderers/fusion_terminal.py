@@ -25,7 +25,10 @@ DETAIL = 8  # its details (your lines) under it
 
 def render_fusion(view: FusionView, console: Console) -> None:
     header("fusion", view.model, console, function=view.selection.function)
-    if view.device.startswith("cuda:"):
+    nothing = (view.codegen.preview_notes or {}).get("nothing_on_cuda")
+    if nothing:
+        console.print(Text(clean(nothing), style="bad"))
+    elif view.device.startswith("cuda:"):
         console.print(
             Text(
                 f"PREVIEW for {view.device.split(':', 1)[1]}: Inductor's decisions for a fake CUDA "

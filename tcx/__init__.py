@@ -7,7 +7,26 @@ Importing tcx stays cheap: these are imported on first use, torch only when a bl
 
 from __future__ import annotations
 
+import os
+
 __version__ = "0.1.0"
+
+
+def _in_source_checkout() -> None:
+    """In a source checkout, cli/, core/, renderers/ and tui/ sit beside this folder and install as
+    its subpackages (pyproject.toml's package-dir). Python imports this folder as `tcx` whenever the
+    checkout's root comes first on sys.path (`python -m tcx` or a bench script run from the root),
+    even where tcx is installed elsewhere: the root then holds the subpackages too, as installed."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
+    if not os.path.isdir(os.path.join(here, "cli")) and all(
+        os.path.isfile(os.path.join(root, *parts))
+        for parts in (("pyproject.toml",), ("cli", "__init__.py"), ("core", "__init__.py"))
+    ):
+        __path__.append(root)
+
+
+_in_source_checkout()
 
 # name -> "module:attribute", imported on first use (PEP 562)
 _LAZY = {

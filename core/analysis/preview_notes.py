@@ -10,10 +10,13 @@ tells a view that a recording is a preview, so a saved preview opens without --t
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
 from tcx.core.model import RunModel
 from tcx.core.model.failure import failure
+from tcx.core.torchtext.output_code import code_device
 
 # Always true of a preview, whatever the program does.
 CANNOT_KNOW = (
@@ -40,7 +43,27 @@ WHY = {
     "autotune": "needs the GPU to time the candidates",
     "pad_mm": "needs the GPU to time the padded and unpadded matmul",
     "sdpa": "tcx's model of torch's C++ select_sdp_backend (torch needs the CUDA runtime for its own)",
+    "random_values": "the preview draws the CUDA generator's numbers from a CPU generator; a GPU draws "
+    "others (torch's Philox streams are not reproduced), so a branch, size or constant that depends "
+    "on them can differ, and with it which graph compiles and what it holds",
+    "fake_device_break": "Dynamo met tcx's stand-in for a CUDA function where a GPU run calls torch's "
+    "own: this graph break (and how the graphs around it are cut) may not happen on a GPU",
 }
+READ = {
+    "branch": "a branch on random values",
+    "number": "a number read from random values",
+    "size": "a size that depends on random values",
+}
+# A graph break at one of tcx's stand-ins for CUDA (the preview's own code) names it.
+_STAND_IN = re.compile(r"compat_fakecuda\w*\.py|PreviewCudaGenerator|_tcx_preview_\w+")
+NOTHING_ON_CUDA = (
+    "nothing runs on CUDA here: every graph this program compiled ({n}) is of CPU tensors, so there "
+    "is no GPU code to preview (the preview generates none for them). The program keeps its tensors "
+    'on the CPU (device="cpu", .cpu()): a preview keeps them there, as a GPU machine would. To '
+    'preview the GPU\'s code, create them on CUDA: device="cuda" (or "cuda" if '
+    'torch.cuda.is_available(), which a preview answers True), .to("cuda"); factories given no '
+    "device already land on CUDA in a preview (its default device), and so do --call inputs"
+)
 
 
 def recorded_preview(model: RunModel) -> str | None:
@@ -78,14 +101,74 @@ def preview_notes(model: RunModel, arch: str | None) -> dict[str, Any]:
                 },
             }
         )
+    decisions += _fake_device_breaks(model)
+    cuda, cpu = graph_devices(model)
     return {
         "arch": (device or {}).get("arch") or arch,
         "assumptions": list((device or {}).get("assumptions") or []),
-        "notes": list((device or {}).get("notes") or []),
+        "notes": [*((device or {}).get("notes") or []), *_note_events(model)],
         "decisions": decisions,
+        "cuda_modules": cuda,
+        "cpu_modules": cpu,
+        "nothing_on_cuda": NOTHING_ON_CUDA.format(n=cpu) if cpu and not cuda else None,
         "stopped": _stopped(model),
         "cannot_know": list(CANNOT_KNOW),
     }
+
+
+def graph_differences(
+    notes: dict[str, Any], compile_id: str | None, graph: str | None
+) -> list[dict[str, Any]]:
+    """The decisions and dependencies named on one graph of a preview: those of its compile that
+    apply to the whole compile (graph None) or to this graph."""
+    return [
+        {k: d.get(k) for k in ("decision", "what", "assumed")}
+        for d in notes.get("decisions") or []
+        if d.get("compile_id") == compile_id and d.get("graph") in (None, graph)
+    ]
+
+
+def preview_device(event: dict[str, Any]) -> str:
+    """cuda or cpu: the device of one module a preview generated (the devices Inductor lowered it
+    for; from its code in a recording that does not say)."""
+    devices = event.get("devices")
+    if isinstance(devices, list) and devices:
+        return "cuda" if "cuda" in devices else str(devices[0])
+    return code_device(str(event.get("source") or ""))
+
+
+def graph_devices(model: RunModel) -> tuple[int, int]:
+    """(graphs of CUDA tensors, graphs of CPU tensors only) Inductor lowered in the preview."""
+    events = model.captures.of("cuda_preview")
+    devices = [preview_device(e) for e in events if e.get("source") or e.get("devices")]
+    return sum(d == "cuda" for d in devices), sum(d != "cuda" for d in devices)
+
+
+def _fake_device_breaks(model: RunModel) -> list[dict[str, Any]]:
+    """Graph breaks at tcx's stand-ins for CUDA functions: the preview's own, named on their compile."""
+    found = []
+    for b in model.graph_breaks:
+        text = " ".join([b.explanation or "", b.debug_context or "", *(f.file for f in b.user_stack)])
+        match = _STAND_IN.search(text)
+        if not match:
+            continue
+        where = f"{os.path.basename(b.file or '?')}:{b.line}" if b.file else "?"
+        found.append(
+            {
+                "decision": "fake_device_break",
+                "compile_id": b.compile_id,
+                "graph": None,
+                "what": f"graph break at {where} ({b.gb_type}) at tcx's {match.group(0)}",
+                "assumed": "the break the preview makes",
+                "why": WHY["fake_device_break"],
+                "details": {"file": b.file, "line": b.line, "gb_type": b.gb_type},
+            }
+        )
+    return found
+
+
+def _note_events(model: RunModel) -> list[str]:
+    return [str(e.get("note")) for e in model.captures.of("cuda_preview_note") if e.get("note")][:20]
 
 
 def _what(e: dict[str, Any]) -> str:
@@ -102,7 +185,34 @@ def _what(e: dict[str, Any]) -> str:
         return f"scaled_dot_product_attention {e.get('dtype')} {shapes} -> {e.get('op')}" + (
             f" (refused {refused})" if refused else ""
         )
+    if kind == "random_values":
+        return _random_what(e)
     return str(e.get("op") or kind)
+
+
+def _random_what(e: dict[str, Any]) -> str:
+    """`a branch on random values at x.py:26 (if noise.mean() > 0); ...; drawn at x.py:25 (aten.normal_)`."""
+    parts, drawn = [], []
+    for r in (e.get("reads") or [])[:4]:
+        if not isinstance(r, dict):
+            continue
+        code = f" ({str(r.get('code'))[:80]})" if r.get("code") else ""
+        parts.append(f"{READ.get(str(r.get('how')), 'random values read')} at {_at(r)}{code}")
+        drawn += [d for d in r.get("drawn_at") or [] if isinstance(d, dict)]
+    for i in (e.get("inputs") or [])[:4]:
+        if not isinstance(i, dict):
+            continue
+        shape = "x".join(map(str, i.get("shape") or []))
+        parts.append(f"input {i.get('input')} [{shape}] has sizes that depend on random values")
+        drawn += [d for d in i.get("drawn_at") or [] if isinstance(d, dict)]
+    if e.get("inputs") and not str(e.get("compile_id") or "").endswith("/0"):
+        parts.append("a recompile: the dimensions it makes dynamic depend on these sizes too")
+    origins = list(dict.fromkeys(f"{_at(d)} ({d.get('op')})" for d in drawn))[:3]
+    return "; ".join(parts) + (f"; drawn at {', '.join(origins)}" if origins else "")
+
+
+def _at(frame: dict[str, Any]) -> str:
+    return f"{os.path.basename(str(frame.get('file') or '?'))}:{frame.get('line')}"
 
 
 def _stopped(model: RunModel) -> str | None:

@@ -513,7 +513,16 @@ RECORDER_EVENTS: dict[str, Obj] = {
     ),
     "fusion_note": Obj(graph=OSTR, kind=OSTR, node1=OSTR, node2=OSTR, reason=OSTR),
     "partitioner_log": Obj(message=OSTR),
-    "cuda_preview": Obj(arch=OSTR, graph=OSTR, source=OSTR, ptx=Map(STR, nullable=True), seconds=ONUM),
+    "cuda_preview": Obj(
+        arch=OSTR,
+        graph=OSTR,
+        source=OSTR,
+        ptx=Map(STR, nullable=True),
+        seconds=ONUM,
+        devices=Seq(STR, nullable=True),
+    ),
+    "cuda_preview_decision": Obj(decision=OSTR, graph=OSTR, assumed=OSTR, why=OSTR),
+    "cuda_preview_note": Obj(note=OSTR),
     # tcx cost (core/recorder/compat_cost.py): calls timed, steady calls profiled
     "cost_config": Obj(
         mode=OSTR,

@@ -58,12 +58,19 @@ Written by the Dynamo captures (core/recorder/compat_dynamo.py), additive in for
     fusion_note          `fusion` capture, a fusion decision logged outside fuse_nodes
     partitioner_log      `aot_graphs` capture, the min-cut partitioner's debug log line
     cuda_preview         `cuda_preview=sm_XX[+ptx]` capture, one per partitioned graph: arch,
-                         compile_id, graph, source (the wrapper module Inductor generated for a
-                         fake CUDA device, kernels embedded), seconds, error, ptx {kernel: text}
+                         compile_id, graph, devices (Inductor's device types for it), source (the
+                         wrapper module Inductor generated for a fake CUDA device, kernels
+                         embedded; none for a graph of CPU tensors only), seconds, error,
+                         ptx {kernel: text}
     cuda_preview_device  the same capture, once: arch, assumptions[] (device properties, cuDNN),
                          notes[] (what this torch cannot preview)
     cuda_preview_decision  the same capture: a decision taken without a GPU (decision autotune |
-                         pad_mm | sdpa, compile_id, graph, assumed, why, and its details)
+                         pad_mm | sdpa, compile_id, graph, assumed, why, and its details), or a
+                         compile that depends on values drawn from the CUDA generator (decision
+                         random_values, compile_id, reads[] {how: branch|number|size, file, line,
+                         function, code, drawn_at[] {op, file, line, ...}, value}, inputs[]
+                         {input, shape, drawn_at[]})
+    cuda_preview_note    the same capture: something the preview could not follow (note)
     cudagraph            `cudagraphs` capture (core/recorder/compat_cudagraphs.py): event
                          skip | partitions | decided | cudagraphified | captured, compile_id, graph
 

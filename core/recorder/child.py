@@ -58,6 +58,7 @@ def run(spec: dict[str, Any], writer: children.ProcessWriter) -> dict[str, Any]:
     # compiled; `tcx cache` (its "caches" capture) keeps them on: it explains their hits and misses.
     caches = "program" if "caches" in capture else spec.get("caches") or "program"
     features = {
+        "hidden_from_dynamo": compat.hide_from_dynamo(),
         **({"caches_disabled": compat.disable_compile_caches()} if caches == "off" else {}),
         "structured_trace": compat.attach_trace_handler(TraceHandler(writer)),
         "torch_logs": compat.route_torch_logs(LogHandler(writer)),

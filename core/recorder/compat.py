@@ -20,6 +20,11 @@ import torch
 TORCH_VERSION = torch.__version__.split("+")[0]
 
 
+class TcxHookError(RuntimeError):
+    """tcx's own code failed while the program ran (a hook could not do its part): reported as
+    tcx's failure (exit 5), never as the program's exception (core/recorder/program.tcx_fault)."""
+
+
 def unavailable(what: str, exc: BaseException) -> str:
     return f"{what} is not available on torch {TORCH_VERSION} ({type(exc).__name__}: {exc})"
 
@@ -56,6 +61,31 @@ def wrap_compiled_functions(
 # session is not built by gcc again. Every stage still runs and is recorded (the FX-graph and
 # AOTAutograd caches, whose hits skip stages, and PGO stay off); only compile seconds are lower.
 KEEP_KERNEL_CACHE = "TCX_KEEP_KERNEL_CACHE"
+
+
+def hide_from_dynamo() -> str | None:
+    """Dynamo never traces nor inlines tcx's own code.
+
+    tcx's hooks run inside the program's compiled regions: the CUDA preview's tensor hooks on
+    every op of the eager code between graphs, the wrappers of compiled functions. Dynamo converts
+    every Python frame that starts under its frame hook unless the frame's file is skipped, and
+    would trace a hook as if it were the program's code (tracing the preview's value hook crashed
+    Dynamo inside HF Llama: "'dict' object has no attribute 'node'"). tcx's folders go on Dynamo's
+    skip list, as torch's own are; a wrapper of a compiled function keeps torch's
+    `_torchdynamo_inline` (functools.wraps copies it), so a compiled call inside another compiled
+    function is still inlined as in the program's own run. None when installed, else why not."""
+    try:
+        from torch._dynamo import trace_rules
+
+        add = trace_rules.add
+    except (ImportError, AttributeError) as exc:
+        return unavailable("keeping tcx's hooks out of Dynamo's traces", exc)
+    try:
+        for package in ("tcx", "tcx.core"):  # one folder when installed; two in a source checkout
+            add(package)
+    except Exception as exc:  # a moved internal: the hooks stay visible, the run goes on
+        return unavailable("keeping tcx's hooks out of Dynamo's traces", exc)
+    return None
 
 
 def disable_compile_caches() -> str | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import inspect
 import re
 import sys
 import threading
@@ -37,7 +38,12 @@ from typing import Any
 import torch
 
 from tcx.core.ingest.recording import RecordingWriter
-from tcx.core.recorder import compat_fakecuda_sdpa, compat_fakecuda_shim, compat_fakecuda_values
+from tcx.core.recorder import (
+    compat_fakecuda_random,
+    compat_fakecuda_sdpa,
+    compat_fakecuda_shim,
+    compat_fakecuda_values,
+)
 from tcx.core.recorder.compat import TORCH_VERSION, current_compile_id, disable_compile_caches, unavailable
 from tcx.core.torchtext.arch import arch_name, parse_arch
 from tcx.core.torchtext.output_code import kernel_definitions
@@ -336,14 +342,22 @@ class Preview:
                 "compile_id": cid,
                 "graph": graph_kind(),
             }
-            try:
-                wrapper, _ = self.codegen_with_cpp_wrapper() if self.cpp_wrapper else self.codegen()
-                source = getattr(wrapper, "value", wrapper)
-                event["source"] = source
-                if preview.want_ptx and isinstance(source, str):
-                    event["ptx"] = kernel_ptx(source, preview.arch)
-            except Exception as exc:
-                event["error"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
+            devices = sorted(str(d) for d in getattr(self, "device_types", ()) if d)
+            if devices:
+                event["devices"] = devices
+            if devices and "cuda" not in devices:
+                # a graph of CPU tensors: no GPU code to preview, and its C++ is not generated (the
+                # CPU's code generation compiles probes with the C++ compiler: seconds per graph)
+                self.scheduler = types.SimpleNamespace(nodes=[])  # what Inductor logs after codegen
+            else:
+                try:
+                    wrapper, _ = self.codegen_with_cpp_wrapper() if self.cpp_wrapper else self.codegen()
+                    source = getattr(wrapper, "value", wrapper)
+                    event["source"] = source
+                    if preview.want_ptx and isinstance(source, str):
+                        event["ptx"] = kernel_ptx(source, preview.arch)
+                except Exception as exc:
+                    event["error"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
             event["seconds"] = round(time.perf_counter() - started, 4)
             preview.writer.write("cuda_preview", **event)
             self.cache_key, self.cache_path, self.cache_linemap = "tcx-cuda-preview", None, []
@@ -393,6 +407,51 @@ class Preview:
             return original(model, example_inputs, *args, **kwargs)
 
         cfx.compile_fx = compile_fx
+
+    # --- what depends on random numbers -------------------------------------------------------
+
+    def install_random_reads(self) -> tuple[compat_fakecuda_random.RandomReads, str | None]:
+        """Each compile Dynamo starts is named when it follows reads of values drawn from the CUDA
+        generator or takes tensors whose sizes depend on them (compat_fakecuda_random)."""
+        reads = compat_fakecuda_random.RandomReads(self.random_values)
+        try:
+            import torch._dynamo.convert_frame as convert_frame
+
+            original = convert_frame._compile
+            params = list(inspect.signature(original).parameters)
+        except (ImportError, AttributeError, TypeError, ValueError) as exc:
+            return reads, unavailable("naming the compiles that depend on random values", exc)
+        if params[:3] != ["code", "globals", "locals"] or "compile_id" not in params:
+            return reads, (
+                f"naming the compiles that depend on random values is not available on torch "
+                f"{TORCH_VERSION} (Dynamo's _compile takes {params[:4]})"
+            )
+
+        @functools.wraps(original)
+        def compile_frame(code: Any, globals: Any, locals: Any, *args: Any, **kwargs: Any) -> Any:
+            cid = kwargs.get("compile_id")
+            try:
+                reads.compile_starts(str(cid) if cid is not None else None, locals or {}, _is_ours)
+            except Exception as exc:  # naming must never change what Dynamo compiles
+                self.writer.write("cuda_preview_note", note=f"random values: {type(exc).__name__}: {exc}")
+            return original(code, globals, locals, *args, **kwargs)
+
+        convert_frame._compile = compile_frame
+        return reads, None
+
+    def random_values(self, compile_id: str | None, reads: list[dict], sized: list[dict]) -> None:
+        self.writer.write(
+            "cuda_preview_decision",
+            decision="random_values",
+            compile_id=compile_id,
+            graph=None,
+            assumed="the CPU generator's numbers",
+            why="values drawn from the CUDA generator are the CPU generator's here (the GPU's "
+            "Philox streams are not reproduced): a branch, size or constant that depends on them "
+            "can differ on a GPU, and with it which graph compiles and what it holds",
+            reads=reads,
+            inputs=sized,
+        )
 
     # --- decisions that need a GPU ------------------------------------------------------------
 
@@ -505,6 +564,10 @@ def _lowering_kind() -> str | None:
     return graph_kind()
 
 
+def _is_ours(t: Any) -> bool:
+    return compat_fakecuda_values.is_ours(t)
+
+
 def _never_run(*args: Any, **kwargs: Any) -> Any:
     raise RuntimeError("tcx CUDA preview: generated code is never run")
 
@@ -558,8 +621,11 @@ def install_cuda_preview(writer: RecordingWriter, argument: str = "sm_90") -> st
     # The program's CUDA tensors: fakes of one mode, each with its value (a CPU twin). The mode is
     # not entered: CPU tensors stay real, and an op reaches the mode through its fake arguments.
     mode = FakeTensorMode(allow_non_fake_inputs=True)
-    compat_fakecuda_values.install_values(mode)
-    compat_fakecuda_values.install_cuda_rng()
+    reads, why = preview.install_random_reads()
+    if why:
+        notes.append(why)
+    compat_fakecuda_values.install_values(mode, reads)
+    compat_fakecuda_random.install_cuda_rng()
     compat_fakecuda_values.install_tensor_patches()
     route_cuda_allocations()
     # torch.tensor(data, device="cuda") builds the CPU tensor, then moves it through the dispatcher

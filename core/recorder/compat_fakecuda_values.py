@@ -16,23 +16,35 @@ program first runs backward, as on a GPU.
 
 Where a CPU value can differ from the GPU's, the preview's notes say so (core/analysis/preview_notes.py):
 random numbers of CUDA tensors come from a CPU generator seeded from the CUDA generator's
-(seed, offset) state, and float results can differ in their last bits. An op with no CPU kernel
-(the GPU's fused attention kernels have stand-ins here) leaves its outputs without a value; a line
-that then needs one stops the program with `PreviewValueUnknown`, naming the op.
+(seed, offset) state, and each op marks its outputs with the draws their values and sizes depend
+on, so the compiles they steer are named (compat_fakecuda_random); float results can differ in
+their last bits. The GPU's fused attention kernels have CPU stand-ins
+(compat_fakecuda_attention); another op with no CPU kernel leaves its outputs without a value, and
+a line that then needs one stops the program with `PreviewValueUnknown`, naming the op.
 """
 
 from __future__ import annotations
 
 import copy
 import copyreg
-import math
-import os
-import struct
 import threading
 from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
+
+from tcx.core.recorder.compat import TcxHookError
+from tcx.core.recorder.compat_fakecuda_attention import DRAWS, STAND_INS, bind_arguments
+from tcx.core.recorder.compat_fakecuda_random import (
+    CUDA_GENERATOR,
+    DRAWN,
+    SIZED,
+    PreviewCudaGenerator,
+    RandomReads,
+    drawn_here,
+    mark,
+    origins_of,
+)
 
 VALUE = "_tcx_preview_value"  # the twin, in a FakeTensor's __dict__
 
@@ -52,6 +64,7 @@ class PreviewValueUnknown(RuntimeError):
 
 
 _MODE: Any = None  # the FakeTensorMode of the program's CUDA tensors
+READS = RandomReads(lambda *a: None)  # where values drawn from the CUDA generator are read
 _LOCAL = threading.local()  # depth: >0 while the fake side runs an op
 
 
@@ -92,12 +105,13 @@ def _unknown_message(u: Unknown) -> str:
 _DATA_DEPENDENT: tuple[type[BaseException], ...] = ()
 
 
-def install_values(mode: Any) -> None:
-    """Make `mode` (the program's FakeTensorMode) run every op on the twins too."""
-    global _MODE, _DATA_DEPENDENT
+def install_values(mode: Any, reads: RandomReads) -> None:
+    """Make `mode` (the program's FakeTensorMode) run every op on the twins too; `reads` notes
+    where values drawn from the CUDA generator leave the tensors (compat_fakecuda_random)."""
+    global _MODE, _DATA_DEPENDENT, READS
     from torch._subclasses import fake_tensor as ft
 
-    _MODE = mode
+    _MODE, READS = mode, reads
     _DATA_DEPENDENT = tuple(
         getattr(ft, name)
         for name in (
@@ -126,10 +140,13 @@ def install_values(mode: Any) -> None:
         ours = [a for a in flat if is_ours(a)]
         values = [value_of(a) if isinstance(a, torch.Tensor) else a for a in flat]
         unknown = next((v for v in values if isinstance(v, Unknown)), None)
+        drawn, sized = origins_of(ours, DRAWN), origins_of(ours, SIZED)
         if ours and func is torch.ops.aten._local_scalar_dense.default:
             if unknown is not None:
                 raise PreviewValueUnknown(_unknown_message(unknown))
-            return values[0].item()
+            number = values[0].item()
+            reads.read("branch" if isinstance(number, bool) else "number", drawn, number)
+            return number
         try:
             fake_out = fake_only(func, types, args, kwargs)
         except _DATA_DEPENDENT:
@@ -148,35 +165,124 @@ def install_values(mode: Any) -> None:
         if unknown is not None:
             return _pair(fake_out, unknown, flat)
         real_args, real_kwargs = pytree.tree_unflatten([_cpu(v) for v in values], spec)
+        if func in _RNG_STATE_OPS and "rng_state" in kwargs:  # the generator itself, not a CPU one
+            real_kwargs["rng_state"] = kwargs["rng_state"]
         try:
             real_out = _run_real(func, real_args, real_kwargs, fake_out, device)
+        except TcxHookError:
+            raise  # tcx's own stand-in failed: tcx's failure, not an op without a CPU kernel
         except (NotImplementedError, RuntimeError, TypeError, ValueError) as exc:
             if fake_out is _MISSING:
                 raise
             first = (str(exc).strip().splitlines() or [""])[0][:300]
             real_out = Unknown(f"{func} has no CPU kernel ({type(exc).__name__}: {first})")
-        if fake_out is _MISSING:
+        data_dependent = fake_out is _MISSING
+        if data_dependent:
             fake_out = _fakes_from(real_out, device)
-        return _pair(fake_out, real_out, values)
+        out = _pair(fake_out, real_out, values)
+        if device.type == "cuda" and _draws(func, real_args, real_kwargs, kwargs.get("generator")):
+            drawn = drawn_here(_op_name(func)) + drawn
+        _follow_random(out, drawn, sized, data_dependent)
+        return out
 
     mode.dispatch = dispatch
+
+
+def _follow_random(
+    out: Any, drawn: tuple[dict[str, Any], ...], sized: tuple[dict[str, Any], ...], data_dependent: bool
+) -> None:
+    """Mark the op's outputs with the random draws their values (and sizes) depend on, and note a
+    size that depends on them. A copy to the CPU (`.cpu()`) is not followed: moving a model or a
+    batch steers nothing, and the CPU copy's own ops do not pass through the preview."""
+    if data_dependent and drawn:
+        sized = drawn + sized
+        READS.read("size", drawn)
+    mine = [t for t in pytree.tree_leaves(out) if is_ours(t)]
+    mark(mine, DRAWN, drawn)
+    mark(mine, SIZED, sized)
+
+
+def _draws(func: Any, args: Any, kwargs: Any, generator: Any = None) -> bool:
+    """Whether the op draws numbers from the CUDA generator (on a CUDA tensor). A CPU generator
+    passed to it draws the same numbers on any machine."""
+    if isinstance(generator, torch.Generator) and not isinstance(generator, PreviewCudaGenerator):
+        return False
+    if func in _RNG_STATE_OPS:  # runs an op with a saved generator state
+        if func is _RNG_STATE_OPS[0]:  # run_with_rng_state(rng_state, op, *args)
+            return _draws(args[1], args[2:], kwargs)
+        return _draws(args[0], args[1:], {k: v for k, v in kwargs.items() if k != "rng_state"})
+    if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
+        return True
+    name = getattr(func, "_opname", "")
+    return name in DRAWS and float(bind_arguments(func, args, kwargs).get("dropout_p") or 0.0) > 0.0
+
+
+def _op_name(func: Any) -> str:
+    name = str(getattr(func, "__name__", func))
+    return f"aten.{name.removesuffix('.default')}" if isinstance(func, torch._ops.OpOverload) else name
 
 
 _MISSING = object()
 
 
 def _run_real(func: Any, args: Any, kwargs: Any, fake_out: Any, device: torch.device) -> Any:
+    if func in _RNG_STATE_OPS and device.type == "cuda":
+        return _with_rng_state(func, args, kwargs, fake_out, device)
     standin = STAND_INS.get(getattr(func, "_opname", ""))
     seeded = device.type == "cuda" and torch.Tag.nondeterministic_seeded in getattr(func, "tags", ())
     if standin is not None:
         try:
             return func(*args, **kwargs)
         except (NotImplementedError, RuntimeError):
+            pass
+        try:
             return standin(func, args, kwargs, fake_out)
+        except Exception as exc:
+            raise TcxHookError(f"tcx's CPU stand-in for {func} failed: {type(exc).__name__}: {exc}") from exc
     if seeded:
         with CUDA_GENERATOR.drawing(fake_out):
             return func(*args, **kwargs)
     return func(*args, **kwargs)
+
+
+def _with_rng_state(func: Any, args: Any, kwargs: Any, fake_out: Any, device: torch.device) -> Any:
+    """The RNG-state operators of AOTAutograd (activation checkpointing's recompute, functionalized
+    RNG) on CUDA tensors: the op they wrap draws from the CUDA generator at the given state, as
+    torch's CUDA implementation does; on the CPU twins torch's own would use the CPU generator."""
+    kwargs = dict(kwargs)
+    if func is _RNG_STATE_OPS[0]:  # run_with_rng_state(rng_state, op, *args)
+        state, op, rest = args[0], args[1], args[2:]
+        saved = CUDA_GENERATOR.get_state()
+        CUDA_GENERATOR.set_state(state)
+        try:
+            return _run_real(op, rest, kwargs, fake_out, device)
+        finally:
+            CUDA_GENERATOR.set_state(saved)
+    if func is _RNG_STATE_OPS[1]:  # run_and_save_rng_state(op, *args) -> (state, out)
+        state = CUDA_GENERATOR.get_state()
+        inner = fake_out[1] if isinstance(fake_out, (tuple, list)) else fake_out
+        return state, _run_real(args[0], args[1:], kwargs, inner, device)
+    rng_state = kwargs.pop("rng_state")  # graphsafe_run_with_rng_state(op, *args, rng_state=gen)
+    current = CUDA_GENERATOR.graphsafe_get_state()
+    CUDA_GENERATOR.graphsafe_set_state(rng_state)
+    try:
+        return _run_real(args[0], args[1:], kwargs, fake_out, device)
+    finally:
+        CUDA_GENERATOR.graphsafe_set_state(current)
+
+
+def _rng_state_ops() -> tuple[Any, ...]:
+    """(run_with_rng_state, run_and_save_rng_state, graphsafe_run_with_rng_state) of this torch;
+    an operator it lacks is left out (an object nothing matches)."""
+    try:
+        import torch._prims.rng_prims as rng_prims
+    except ImportError:
+        return ()
+    names = ("run_with_rng_state", "run_and_save_rng_state", "graphsafe_run_with_rng_state")
+    return tuple(getattr(rng_prims, name, object()) for name in names)
+
+
+_RNG_STATE_OPS = _rng_state_ops()
 
 
 def _pair(fake_out: Any, real_out: Any, inputs: list[Any]) -> Any:
@@ -250,215 +356,6 @@ def new_cuda_tensor(meta: torch.Tensor, device: torch.device) -> torch.Tensor:
     return attach(fake, real)
 
 
-# --- the CUDA generator -----------------------------------------------------------------------
-
-
-class PreviewCudaGenerator(torch.Generator):
-    """`torch.cuda.default_generators[0]` of the preview: a (seed, offset) state of 16 bytes, as a
-    CUDA (Philox) generator has, so graphs that save and replay it (activation checkpointing)
-    trace as on a GPU. A random op on a CUDA tensor draws its CPU value from a CPU generator seeded
-    with that state, then moves the offset on."""
-
-    def __init__(self, seed: int = 67280421310721) -> None:
-        super().__init__()
-        self._state = [int(seed), 0]
-
-    @property
-    def device(self) -> torch.device:  # type: ignore[override]
-        return torch.device("cuda", 0)
-
-    def manual_seed(self, seed: int) -> PreviewCudaGenerator:  # type: ignore[override]
-        self._state[:] = [int(seed) & (2**64 - 1), 0]
-        return self
-
-    def seed(self) -> int:  # type: ignore[override]
-        value = int.from_bytes(os.urandom(8), "little") & (2**63 - 1)
-        self.manual_seed(value)
-        return value
-
-    def initial_seed(self) -> int:  # type: ignore[override]
-        return self._state[0]
-
-    def get_state(self) -> torch.Tensor:  # type: ignore[override]
-        data = struct.pack("<Qq", self._state[0], self._state[1])
-        return torch.frombuffer(bytearray(data), dtype=torch.uint8)
-
-    def set_state(self, state: torch.Tensor) -> PreviewCudaGenerator:  # type: ignore[override]
-        raw = bytes(state.to("cpu", torch.uint8).tolist() if isinstance(state, torch.Tensor) else state)
-        if len(raw) != 16:
-            raise RuntimeError(f"RNG state must be 16 bytes (a CUDA generator's), got {len(raw)}")
-        seed, offset = struct.unpack("<Qq", raw)
-        self._state[:] = [seed, offset]
-        return self
-
-    def get_offset(self) -> int:  # type: ignore[override]
-        return self._state[1]
-
-    def set_offset(self, offset: int) -> None:  # type: ignore[override]
-        self._state[1] = int(offset)
-
-    def graphsafe_get_state(self) -> PreviewCudaGenerator:  # type: ignore[override]
-        view = PreviewCudaGenerator()
-        view._state = self._state  # shares the state, as a CUDA generator's graph-safe state does
-        return view
-
-    def graphsafe_set_state(self, state: PreviewCudaGenerator) -> None:  # type: ignore[override]
-        self._state = state._state
-
-    def clone_state(self) -> PreviewCudaGenerator:  # type: ignore[override]
-        clone = PreviewCudaGenerator()
-        clone._state = list(self._state)
-        return clone
-
-    def cpu_generator_for_next_op(self, numel: int | None) -> torch.Generator:
-        g = torch.Generator()
-        g.manual_seed((self._state[0] * 1_000_003 + self._state[1]) % (2**63))
-        self._state[1] += 4 * math.ceil((numel or 1) / 4)
-        return g
-
-    def drawing(self, fake_out: Any) -> _Drawing:
-        numel = sum(t.numel() for t in pytree.tree_leaves(fake_out) if isinstance(t, torch.Tensor))
-        return _Drawing(self.cpu_generator_for_next_op(numel))
-
-
-class _Drawing:
-    """Swap the CPU default generator for one seeded from the CUDA state, for one op."""
-
-    def __init__(self, generator: torch.Generator) -> None:
-        self.generator = generator
-
-    def __enter__(self) -> None:
-        self.saved = torch.default_generator.get_state()
-        torch.default_generator.set_state(self.generator.get_state())
-
-    def __exit__(self, *exc: Any) -> None:
-        torch.default_generator.set_state(self.saved)
-
-
-CUDA_GENERATOR = PreviewCudaGenerator()
-
-
-def install_cuda_rng() -> None:
-    """torch.cuda's RNG functions act on CUDA_GENERATOR (a CPU-only torch has no CUDA generator)."""
-    import torch.cuda.random as cuda_random
-
-    gen = CUDA_GENERATOR
-
-    def manual_seed(seed: int) -> None:
-        gen.manual_seed(seed)
-
-    def seed() -> None:
-        gen.seed()
-
-    def get_rng_state(device: Any = "cuda") -> torch.Tensor:
-        return gen.get_state()
-
-    def set_rng_state(new_state: torch.Tensor, device: Any = "cuda") -> None:
-        gen.set_state(new_state)
-
-    functions = {
-        "manual_seed": manual_seed,
-        "manual_seed_all": manual_seed,
-        "seed": seed,
-        "seed_all": seed,
-        "initial_seed": gen.initial_seed,
-        "get_rng_state": get_rng_state,
-        "set_rng_state": set_rng_state,
-        "get_rng_state_all": lambda: [gen.get_state()],
-        "set_rng_state_all": lambda states: gen.set_state(states[0]),
-    }
-    for module in (torch.cuda, cuda_random):
-        for name, fn in functions.items():
-            if hasattr(module, name):
-                setattr(module, name, fn)
-    torch.cuda.default_generators = (gen,)  # type: ignore[assignment]
-    if hasattr(cuda_random, "default_generators"):
-        cuda_random.default_generators = (gen,)
-
-
-# --- stand-ins for CUDA-only kernels -----------------------------------------------------------
-
-
-def _bind(func: Any, args: Any, kwargs: Any) -> dict[str, Any]:
-    names = [a.name for a in func._schema.arguments]
-    bound = dict(zip(names, args, strict=False))
-    bound.update(kwargs)
-    for a in func._schema.arguments:
-        if a.name not in bound and a.has_default_value():
-            bound[a.name] = a.default_value
-    return bound
-
-
-def _attention(q, k, v, bias, is_causal, scale):  # type: ignore[no-untyped-def]
-    """Scaled dot-product attention in float32 on the CPU: (output, logsumexp)."""
-    dtype = q.dtype
-    q, k, v = q.float(), k.float(), v.float()
-    if k.shape[-3] != q.shape[-3]:  # grouped-query attention
-        k = k.repeat_interleave(q.shape[-3] // k.shape[-3], dim=-3)
-        v = v.repeat_interleave(q.shape[-3] // v.shape[-3], dim=-3)
-    scale = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
-    scores = (q @ k.transpose(-2, -1)) * scale
-    if bias is not None:
-        scores = scores + bias.float()
-    if is_causal:
-        L, S = scores.shape[-2], scores.shape[-1]
-        mask = torch.ones(L, S, dtype=torch.bool).tril()  # top-left aligned, as torch's is_causal
-        scores = scores.masked_fill(~mask, float("-inf"))
-    lse = torch.logsumexp(scores, dim=-1)
-    return (torch.softmax(scores, dim=-1) @ v).to(dtype), lse
-
-
-def _fill(fake_out: Any, named: dict[int, torch.Tensor]) -> Any:
-    """The CPU outputs of a stand-in: named ones computed, the rest (RNG seeds, debug masks) zeros."""
-    fakes, spec = pytree.tree_flatten(fake_out)
-    out = []
-    for i, fake in enumerate(fakes):
-        value = named.get(i)
-        if not isinstance(fake, torch.Tensor):
-            out.append(fake)
-            continue
-        real = torch.zeros(fake.shape, dtype=fake.dtype)
-        if value is not None:
-            if value.dim() < fake.dim():  # cuDNN keeps logsumexp as [B, H, L, 1]
-                value = value.reshape(*value.shape, *[1] * (fake.dim() - value.dim()))
-            region = tuple(slice(0, n) for n in value.shape)
-            real[region] = value.to(fake.dtype)
-        out.append(real)
-    return pytree.tree_unflatten(out, spec)
-
-
-def _sdpa_forward(func: Any, args: Any, kwargs: Any, fake_out: Any) -> Any:
-    a = _bind(func, args, kwargs)
-    q, k, v = a["query"], a["key"], a["value"]
-    out, lse = _attention(q, k, v, a.get("attn_bias"), a["is_causal"], a.get("scale"))
-    return _fill(fake_out, {0: out, 1: lse})
-
-
-def _sdpa_backward(func: Any, args: Any, kwargs: Any, fake_out: Any) -> Any:
-    a = _bind(func, args, kwargs)
-    grad_out = a.get("grad_out") if a.get("grad_out") is not None else a.get("grad_out_")
-    q, k, v = (a[n].detach().float().requires_grad_() for n in ("query", "key", "value"))
-    bias = a.get("attn_bias")
-    inputs = [q, k, v]
-    if bias is not None and len(pytree.tree_leaves(fake_out)) > 3:
-        bias = bias.detach().float().requires_grad_()
-        inputs.append(bias)
-    with torch.enable_grad():
-        out, _ = _attention(q, k, v, bias, a["is_causal"], a.get("scale"))
-        grads = torch.autograd.grad(out.float(), inputs, grad_out.float(), allow_unused=True)
-    return _fill(fake_out, {i: g for i, g in enumerate(grads) if g is not None})
-
-
-STAND_INS = {
-    "_scaled_dot_product_efficient_attention": _sdpa_forward,
-    "_scaled_dot_product_flash_attention": _sdpa_forward,
-    "_scaled_dot_product_cudnn_attention": _sdpa_forward,
-    "_scaled_dot_product_efficient_attention_backward": _sdpa_backward,
-    "_scaled_dot_product_flash_attention_backward": _sdpa_backward,
-    "_scaled_dot_product_cudnn_attention_backward": _sdpa_backward,
-}
-
-
 # --- tensor methods that do not go through the dispatcher -----------------------------------------
 
 
@@ -499,7 +396,11 @@ def install_tensor_patches() -> None:
 
     def fake_format(self: torch.Tensor, spec: str) -> str:
         if is_ours(self) and self.dim() == 0 and isinstance(self.__dict__.get(VALUE), torch.Tensor):
-            return self.item().__format__(spec)
+            READS.printing += 1  # formatting a number steers nothing
+            try:
+                return self.item().__format__(spec)
+            finally:
+                READS.printing -= 1
         return original_format(self, spec)
 
     data = torch._C.TensorBase.data

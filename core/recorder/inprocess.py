@@ -108,6 +108,9 @@ class InProcessRecorder:
             "graph_break_types": _install_break_dispatch(),
             "compile_hook": _install_compile_dispatch(),
         }
+        if "hidden_from_dynamo" not in _INSTALLED:  # for good: torch has no way to unskip a folder
+            _INSTALLED["hidden_from_dynamo"] = compat.hide_from_dynamo()
+        features["hidden_from_dynamo"] = _INSTALLED["hidden_from_dynamo"]
         features.update(_install_captures(self.captures))
         compat.reset_dynamo()
         if self.caches == "off":

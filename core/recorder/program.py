@@ -6,6 +6,7 @@ import ast
 import importlib
 import importlib.util
 import os
+import re
 import runpy
 import sys
 import traceback
@@ -15,11 +16,16 @@ from typing import Any
 
 import torch
 
-from tcx.core.frames import is_recorder_frame
+from tcx.core.frames import is_recorder_frame, is_tcx_code, parse_stack_trace
 from tcx.core.ingest.recording import RecordingWriter
 from tcx.core.recorder import compat
 
 EXAMPLES_HOOK = "tcx_calls"
+# Exceptions Python raises for a mistake in the code that raises them (not for the data it was
+# given): raised in one of tcx's own lines, they are tcx's failure, not the program's.
+_CODE_ERRORS = (AttributeError, NameError, KeyError, IndexError, TypeError, AssertionError)
+# Dynamo's InternalTorchDynamoError and Unsupported end with the frames it was tracing
+_DYNAMO_USER_CODE = re.compile(r"from user code:\n(?P<stack>(?:.*\n?)*)", re.M)
 
 
 class TargetUsageError(Exception):
@@ -42,6 +48,37 @@ def user_traceback(exc: BaseException) -> str:
     lines = ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
     lines += traceback.format_exception_only(type(exc), exc)
     return "".join(lines)
+
+
+def tcx_fault(exc: BaseException) -> str | None:
+    """Where tcx's own code failed, when `exc` (or what caused it) is tcx's failure, not the
+    program's: an exception of tcx's own, a mistake Python raised in a line of tcx's code (an
+    AttributeError in a hook), or Dynamo failing while it traced tcx's code as the program's.
+    torch re-raises a hook's failure as its own (InternalTorchDynamoError, BackendCompilerFailed),
+    so the chain of causes is followed. None when the program (or torch) raised it."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        frames = traceback.extract_tb(current.__traceback__)
+        innermost = frames[-1] if frames else None
+        # (not this runner: calling the program's function with the user's --call inputs raises here)
+        ours = innermost is not None and is_tcx_code(innermost.filename) and innermost.filename != __file__
+        if ours and isinstance(current, (compat.TcxHookError, *_CODE_ERRORS)):
+            return f"raised at {_where(innermost)}"  # type: ignore[arg-type]
+        traced = _DYNAMO_USER_CODE.search(str(current))
+        if traced:
+            stack = parse_stack_trace(traced.group("stack"))
+            if stack and is_tcx_code(stack[-1]["file"]):
+                f = stack[-1]
+                return f"Dynamo traced tcx's own code at {f['file']}:{f['line']} in {f['function']}"
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+    return None
+
+
+def _where(fs: traceback.FrameSummary) -> str:
+    code = f": {fs.line.strip()}" if fs.line else ""
+    return f"{fs.filename}:{fs.lineno} in {fs.name}{code}"
 
 
 def drop_recorder_frames(event: dict[str, Any]) -> dict[str, Any]:
@@ -100,6 +137,15 @@ def run_program(spec: dict[str, Any], writer: RecordingWriter) -> dict[str, Any]
             "traceback": user_traceback(exc),
         }
     except BaseException as exc:
+        fault = tcx_fault(exc)
+        if fault is not None:
+            return {
+                "status": "tcx_error",
+                "exc_type": type(exc).__name__,
+                "message": str(exc)[:4000],
+                "where": fault,
+                "traceback": "".join(traceback.format_exception(exc))[-20000:],
+            }
         return {
             "status": "exception",
             # What `python script.py` exits with: 1, or 130 when Ctrl-C ended it (shell convention).

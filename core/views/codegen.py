@@ -13,7 +13,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.analysis.preview_notes import preview_notes, recorded_preview, resolve_device
+from tcx.core.analysis.preview_notes import (
+    graph_devices,
+    graph_differences,
+    preview_device,
+    preview_notes,
+    recorded_preview,
+    resolve_device,
+)
 from tcx.core.frames import innermost_user_frame, parse_stack_trace
 from tcx.core.ingest.event_schema import seconds
 from tcx.core.ingest.lazy_items import LazyItems, stream
@@ -249,7 +256,8 @@ def preview_codes(model: RunModel, arch: str | None) -> tuple[list[OutputCode], 
                 ev.get("compile_id"),
                 ev.get("graph") or graph_of(ev["source"]),
                 ev["source"],
-                f"cuda preview {ev.get('arch')}",
+                # a module of CPU tensors in a preview is the CPU's code, not the GPU's
+                f"cuda preview {ev.get('arch')}" if preview_device(ev) == "cuda" else "cpu",
                 node_map=maps.get("node_map") or {},
                 stack_traces=maps.get("stack_traces") or {},
                 ptx=ev.get("ptx") or {},
@@ -277,10 +285,15 @@ def build_codegen(
             why = _feature_note(model, "cuda_preview")
             if why:
                 unavailable = why
-            elif archs:
+            elif archs and arch not in archs:
                 unavailable = f"this recording has a CUDA preview for {', '.join(archs)}, not {arch}"
             elif errors:
                 unavailable = "the CUDA preview failed: " + errors[0]
+            elif graph_devices(model)[1]:
+                unavailable = (
+                    f"no GPU code to show: the {graph_devices(model)[1]} graph(s) this program compiled "
+                    "are of CPU tensors (above)"
+                )
             elif recorded_preview(model):
                 stopped = (model.program_exit or {}).get("status") not in (None, "ok")
                 unavailable = (
@@ -520,13 +533,25 @@ def device_envelope(schema: str, view: CodegenView, unavailable: str | None) -> 
     }
 
 
+def wrapper_differences(view: CodegenView, w: Wrapper) -> list[dict[str, Any]]:
+    """What may make this module of a preview differ from a GPU run's (core/analysis/preview_notes)."""
+    if not view.preview_notes:
+        return []
+    return graph_differences(view.preview_notes, w.compile_id, w.graph)
+
+
 def to_json(view: CodegenView) -> dict[str, Any]:
     return {
         **device_envelope(SCHEMA, view, view.unavailable),
         "kernel_count": view.kernel_count,
         "kernels": [k.to_json() for k in view.kernels],
         "extern_calls": [e.to_json() for e in view.extern_calls],
-        "wrappers": [w.to_json() | {"lifetimes": [r.__dict__ for r in lifetimes(w)]} for w in view.wrappers],
+        "wrappers": [
+            w.to_json()
+            | {"lifetimes": [r.__dict__ for r in lifetimes(w)]}
+            | ({"preview_differences": wrapper_differences(view, w)} if view.is_preview else {})
+            for w in view.wrappers
+        ],
         "preview_errors": view.preview_errors,
         "preview_notes": view.preview_notes,
         "preview_seconds": [o.seconds for o in view.outputs if o.seconds is not None],
