@@ -53,6 +53,9 @@ from tcx.core.views import fusion as fusion_view
 from tcx.core.views import report
 from tcx.renderers.safe import json_text
 
+# The fuzzer runs in `make test`, not in `make test-fast` (the inner loop).
+pytestmark = pytest.mark.fuzz
+
 # Examples per test below; xdist runs the four side by side. 2500 + 1500 mutated logs and
 # 2 x 800 mutated recordings: 5,600 in all.
 LOG_EXAMPLES = {"tlparse-logs": 2500, "torch2.13-logs": 1500}

@@ -15,6 +15,7 @@ def _json(proc) -> dict:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.smoke  # the one live run of `make test-fast`: a program under the recorder, torch's log beside
 def test_raising_program_keeps_what_was_recorded(program, tmp_path):
     doc, trace, proc = explain_with_trace(program("broken/raises.py"), tmp_path)
     assert proc.returncode == 3
