@@ -23,6 +23,10 @@ Measurements:
 5. Per-call capture: `tcx recompiles recompiles/hot_loop.py` (3020 calls of two compiled functions)
    against `tcx explain` of the same program; the cost capture (`tcx cost --no-eager`: every call
    timed, the steady ones profiled) against the same `tcx explain`, `tcx cost` with its eager run beside.
+   The step `tcx cost` measures: on the nanoGPT-style loop cost/nano_train.py (Inductor; aot_eager
+   with --skip-inductor), its train step time against the same program's own time.perf_counter loop
+   of the same steps run plainly (goal: within 10%), and its speedup interval against a plain
+   eager-vs-compiled comparison of the program's own step medians (goal: the interval covers it).
 6. Warm start: `tcx cache cache/tiny.py` (a cold run, then a warm one, with a private cache
    directory) against running the program twice with plain `python` and a fresh shared
    TORCHINDUCTOR_CACHE_DIR (skipped with `--skip-inductor`).
@@ -72,6 +76,7 @@ GOAL_TRACE_RATIO = 1.50
 GOAL_CALLS_RATIO = 1.25
 GOAL_CACHE_RATIO = 1.25
 GOAL_COST_RATIO = 1.30
+GOAL_STEP_RATIO = 1.10  # tcx cost's step time within 10% of a plain timed loop of the same steps
 GOAL_TEST_SUITE_S = 120.0
 LARGE_LOG_DIR = RESULTS / "large_trace"
 
@@ -582,6 +587,31 @@ def table(results: dict[str, Any]) -> str:
                 status(res["ok"]),
             )
         )
+    cs = results.get("cost_step")
+    if cs:
+        rows.append(
+            (
+                cs["name"],
+                f"{cs['tcx_step_ms']:.2f} ms",
+                f"{cs['plain_step_ms']:.2f} ms (plain loop)",
+                f"{cs['ratio']:.3f}",
+                "",
+                f"{1 / cs['goal_ratio']:.2f}-{cs['goal_ratio']:.2f}",
+                status(cs["ok"]),
+            )
+        )
+        shown = ", ".join(f"{i['low']:.2f}-{i['high']:.2f}x" for i in cs["speedup_intervals"]) or "none"
+        rows.append(
+            (
+                "cost speedup interval",
+                shown,
+                f"{cs['plain_speedup']:.2f}x (plain eager/compiled)",
+                "",
+                "",
+                "covers it",
+                status(cs["speedup_ok"]),
+            )
+        )
     hp = results["help"]
     rows.append(
         (
@@ -670,6 +700,14 @@ def footnotes(results: dict[str, Any]) -> str:
                 f"    tcx       {res['tcx']['label']}: {spread(res['tcx'])}\n"
                 f"    reference {res['reference']['label']}: {spread(res['reference'])}"
             )
+    cs = results.get("cost_step")
+    if cs:
+        notes.append(
+            f"{cs['name']}: {cs['what']}\n"
+            f"    plain: compiled {cs['plain_step_ms']} ms, eager (--no-compile) {cs['plain_eager_step_ms']} ms "
+            f"per train step: speedup {cs['plain_speedup']}x; tcx's notes: "
+            + "; ".join(str(r["speedup_note"] or "speedup shown") for r in cs["tcx_runs"])
+        )
     bd = (results.get("recording_overhead") or {}).get("breakdown")
     if bd and bd["child_wall_s"] is not None:
         notes.append(
@@ -800,13 +838,92 @@ def calls_capture_cost(runs: int) -> dict[str, Any]:
 
 
 def cost_check(stdout: str) -> None:
-    """`tcx cost --format json` measured steady calls and profiled some."""
+    """`tcx cost --format json` measured steady steps and profiled some."""
     try:
         report = json.loads(stdout)
     except json.JSONDecodeError as exc:
         raise BenchError(f"tcx cost did not print JSON ({exc}): {stdout[:200]!r}") from exc
-    if not report.get("measured_calls") or not report.get("breakdown"):
-        raise BenchError(f"tcx cost measured no steady call: {report.get('notes')}")
+    if not report.get("steady_steps") or not report.get("breakdown"):
+        raise BenchError(f"tcx cost measured no steady step: {report.get('notes')}")
+
+
+def own_train_steps(times_file: Path) -> list[float]:
+    """The program's own train step times (ms, time.perf_counter, fixtures/programs/cost/nano_train.py),
+    its first two steps left out (compile, warm-up)."""
+    line = json.loads(times_file.read_text().splitlines()[-1])
+    steps = [s for s in line["steps"] if s["kind"] == "train"]
+    return [s["seconds"] * 1000 for s in steps[2:]]
+
+
+def cost_vs_plain_loop(runs: int, backend: str) -> dict[str, Any]:
+    """`tcx cost` on the nanoGPT-style loop: its train step time against the same program's own timed
+    loop run plainly, and its speedup interval against a plain eager-vs-compiled comparison."""
+    rel = str((PROGRAMS / "cost" / "nano_train.py").relative_to(ROOT))
+    args = ["--backend", backend] if backend != "inductor" else []
+    plain_steps: list[float] = []
+    eager_steps: list[float] = []
+    tcx_runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="tcx-bench-cost-") as tmp:
+        env = {**base_env(), "TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / "cache")}
+        for i in range(runs):
+            times = Path(tmp) / f"plain{i}.jsonl"
+            for argv, into in (
+                ([PYTHON, rel, *args], plain_steps),
+                ([PYTHON, rel, "--no-compile"], eager_steps),
+            ):
+                subprocess.run(
+                    argv, cwd=ROOT, env={**env, "COST_TIMES": str(times)}, check=True, capture_output=True
+                )
+                into += own_train_steps(times)
+                times.unlink()
+            proc = subprocess.run(
+                [*tcx_argv(), "cost", rel, "--budget", "0", "--format", "json", "--no-save", "--", *args],
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+            )
+            if proc.returncode != 0:
+                raise BenchError(f"tcx cost {rel}: exit code {proc.returncode}\n{proc.stderr[-2000:]}")
+            doc = json.loads(proc.stdout)
+            train = next(g for g in doc["steps"] if g["mode"] == "grad")
+            tcx_runs.append(
+                {
+                    "step_ms": train["step_ms_interval"]["median"] if train["step_ms_interval"] else None,
+                    "step_ms_interval": train["step_ms_interval"],
+                    "speedup_interval": train["speedup_interval"],
+                    "speedup_note": train["speedup_note"],
+                }
+            )
+            print(
+                f"  run {i + 1}/{runs}  tcx cost step {tcx_runs[-1]['step_ms']} ms",
+                file=sys.stderr,
+                flush=True,
+            )
+    plain = statistics.median(plain_steps)
+    eager = statistics.median(eager_steps)
+    step = statistics.median(r["step_ms"] for r in tcx_runs if r["step_ms"] is not None)
+    ratio = step / plain
+    intervals = [r["speedup_interval"] for r in tcx_runs if r["speedup_interval"]]
+    plain_speedup = eager / plain
+    covered = [i["low"] <= plain_speedup <= i["high"] for i in intervals]
+    return {
+        "name": "cost step vs plain loop",
+        "what": f"cost/nano_train.py ({backend}): tcx cost's train step (median of its runs' medians) vs the "
+        f"program's own perf_counter loop run plainly, {len(plain_steps)} steps",
+        "backend": backend,
+        "tcx_step_ms": round(step, 3),
+        "plain_step_ms": round(plain, 3),
+        "ratio": round(ratio, 4),
+        "goal_ratio": GOAL_STEP_RATIO,
+        "ok": 1 / GOAL_STEP_RATIO <= ratio <= GOAL_STEP_RATIO,
+        "plain_eager_step_ms": round(eager, 3),
+        "plain_speedup": round(plain_speedup, 4),
+        "speedup_intervals": intervals,
+        "speedup_covered": covered,
+        "speedup_ok": bool(covered) and all(covered),
+        "tcx_runs": tcx_runs,
+    }
 
 
 def cost_capture_cost(runs: int) -> dict[str, Any]:
@@ -968,6 +1085,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["calls_capture"] = calls_capture_cost(args.runs)
         print("cost capture (tcx cost vs tcx explain) ...", file=sys.stderr, flush=True)
         results["cost_capture"] = cost_capture_cost(args.runs)
+        backend = "aot_eager" if args.skip_inductor else "inductor"
+        print(f"cost step vs a plain timed loop (nano_train, {backend}) ...", file=sys.stderr, flush=True)
+        results["cost_step"] = cost_vs_plain_loop(args.runs, backend)
         if not args.skip_inductor:
             print("warm start (tcx cache vs the program twice) ...", file=sys.stderr, flush=True)
             results["cache_vs_two_runs"] = cache_vs_two_runs(args.runs)

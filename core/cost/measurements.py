@@ -209,6 +209,7 @@ class Row:
     detail: list[str] = field(default_factory=list)  # eager: the ops that ran; extern: device kernels
     gpu: dict[str, Any] | None = None
     replayed: bool = False  # on a GPU: run from a CUDA-graph replay
+    device_kernels: dict[str, dict[str, float]] = field(default_factory=dict)  # name -> ms, launches per step
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -227,6 +228,7 @@ class Row:
             "detail": self.detail,
             "gpu": self.gpu,
             "replayed": self.replayed,
+            "device_kernels": self.device_kernels,
         }
 
 

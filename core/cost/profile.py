@@ -104,7 +104,8 @@ class Piece:
     cpu_own_ns: int = 0  # the same on the CPU: the duration of the ranges that started it (launch cost)
     device_ns: int = 0  # on a GPU: the device time of the work it launched
     ops: Counter = field(default_factory=Counter)  # eager pieces: the ATen ops that ran
-    device_kernels: Counter = field(default_factory=Counter)  # device kernels it launched
+    device_kernels: Counter = field(default_factory=Counter)  # device kernels it launched (launches)
+    device_kernel_ns: Counter = field(default_factory=Counter)  # their device time, by kernel name
     replayed: int = 0  # device kernels it ran in CUDA-graph replays (cudaGraphLaunch)
     bytes: int | None = None  # device launches: bytes of their tensor arguments, summed
     flops: int | None = None
@@ -121,6 +122,7 @@ class Piece:
         self.replayed += other.replayed
         self.ops.update(other.ops)
         self.device_kernels.update(other.device_kernels)
+        self.device_kernel_ns.update(other.device_kernel_ns)
         for name in ("bytes", "flops", "inductor_gb", "inductor_flop"):
             mine, theirs = getattr(self, name), getattr(other, name)
             if theirs is not None:
@@ -557,6 +559,7 @@ class _DeviceRow:
     launcher: _Node
     replayed: bool  # launched by cudaGraphLaunch (a CUDA-graph replay)
     key: Key | None = None
+    starts_call: bool = False  # a replayed kernel that counts as one call of its key (no CPU range did)
 
 
 def _device_rows(event: dict[str, Any], names: list[Any], by_index: dict[int, _Node]) -> list[_DeviceRow]:
@@ -597,8 +600,9 @@ def _rekey_replays(device: list[_DeviceRow], ctx: Context) -> None:
         for row in rows:
             name = kernel_name(row.name)
             if name in kernels:
-                row.key = Key("kernel", cid, name, launcher_key.phase)
+                row.key, row.starts_call = Key("kernel", cid, name, launcher_key.phase), True
                 continue
+            row.starts_call = bool(pending)
             if pending:
                 last = pending.pop(0)
             if last is not None:
@@ -620,7 +624,9 @@ def _overlay_device(
         piece = _piece(pieces, key)
         piece.device_ns += row.end - row.start
         piece.device_kernels[row.name] += 1
+        piece.device_kernel_ns[row.name] += row.end - row.start
         piece.replayed += int(row.replayed)
+        piece.launches += int(row.starts_call)
         spans.append(
             Span(row.name, key.part, row.start, row.end - row.start, f"device {row.stream}", key.compile_id)
         )

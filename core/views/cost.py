@@ -272,6 +272,10 @@ def _breakdown(profiles: list[CallProfile], code: CodeFacts, peaks: Peaks | None
             row.detail = [f"{op} ×{count / n:g}" for op, count in piece.ops.most_common(6)]
         elif piece.device_kernels:
             row.detail = [name for name, _ in piece.device_kernels.most_common(4)]
+        row.device_kernels = {
+            name: {"ms_per_step": ns / n / 1e6, "launches_per_step": piece.device_kernels[name] / n}
+            for name, ns in piece.device_kernel_ns.items()
+        }
         if peaks is not None and launched and piece.own_ns > 0:
             row.gpu = _roofline(row, piece, n, code, key, peaks, tf32)
         rows.append(row)
