@@ -704,8 +704,8 @@ def footnotes(results: dict[str, Any]) -> str:
     if cs:
         notes.append(
             f"{cs['name']}: {cs['what']}\n"
-            f"    plain: compiled {cs['plain_step_ms']} ms, eager (--no-compile) {cs['plain_eager_step_ms']} ms "
-            f"per train step: speedup {cs['plain_speedup']}x; tcx's notes: "
+            f"    plain: compiled {cs['plain_step_ms']} ms, eager (--no-compile) "
+            f"{cs['plain_eager_step_ms']} ms per train step: speedup {cs['plain_speedup']}x; tcx's notes: "
             + "; ".join(str(r["speedup_note"] or "speedup shown") for r in cs["tcx_runs"])
         )
     bd = (results.get("recording_overhead") or {}).get("breakdown")
