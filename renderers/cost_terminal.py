@@ -7,6 +7,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from tcx.core.cost.findings import site_label
 from tcx.core.cost.measurements import Cost, Finding, Row, StepCost, totals_by_part
 from tcx.core.cost.profile import PARTS
 from tcx.core.cost.stats import CONFIDENCE, MIN_STEPS, Estimate, seconds_text, shown
@@ -192,7 +193,7 @@ def _row(row: Row, device: bool) -> Text:
         )
         launch = f"{row.launch_ms_per_step:.3g}" if row.launch_ms_per_step is not None else ""
         text.append(f"{own:>9}{launch:>10}")
-    text.append("  " + clean(f"{row.name} (node {row.site})" if row.site else row.name))
+    text.append("  " + clean(f"{row.name} ({site_label(row.site)})" if row.site else row.name))
     return text
 
 
@@ -281,6 +282,12 @@ def _findings(found: list[Finding], console: Console, cost: Cost) -> None:
         head.append(clean(finding.title), style="gbtype")
         if finding.ms_per_step is not None:
             head.append(f"  {finding.ms_per_step:.3g} ms/step", style="count")
+            if finding.per_step_ms:
+                low, high = min(finding.per_step_ms), max(finding.per_step_ms)
+                head.append(
+                    f" (mean of {len(finding.per_step_ms)} profiled steps, {low:.2g}–{high:.2g})",
+                    style="muted",
+                )
             if finding.share is not None:
                 head.append(
                     f"  {finding.share:.0%} of the step", style="bad" if finding.share >= 0.25 else ""

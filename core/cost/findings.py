@@ -37,6 +37,7 @@ def findings(cost: Cost, ex: Any, peaks: Peaks | None) -> list[Finding]:
         group = step.group.key
         found = _break_findings(step, sites, breaks, ex, recompiles)
         found += _guard_findings(step, _site(cost, step.group.function))
+        found += _optimizer_findings(step)
         launch = _launch_finding(step, _site(cost, step.group.function))
         found += [launch] if launch else []
         found += _kernel_findings(step, peaks, launch_bound=launch is not None)
@@ -46,7 +47,8 @@ def findings(cost: Cost, ex: Any, peaks: Peaks | None) -> list[Finding]:
             f.group = group
         per_step += found
     per_step.sort(key=lambda x: -(x.ms_per_step or 0.0))
-    once = _compile_findings(cost, recompiles, {cid for f in per_step for cid in f.compile_ids})
+    recurring = {cid for f in per_step if f.kind == "recompile" for cid in f.compile_ids}
+    once = _compile_findings(cost, recompiles, recurring)
     once.sort(key=lambda x: (x.expected is not None, -(x.seconds or 0.0)))
     return per_step + once
 
@@ -95,11 +97,17 @@ def _break_findings(step: StepCost, sites: dict, breaks: dict, ex: Any, recompil
                     "ran eagerly after the break, until the resume function: " + _ops(rows),
                     [r.compile_id for r in rows if r.compile_id],
                     key,
+                    per_step_ms=_summed(rows),
                 )
             )
         else:
             out.append(_skipped_frame(step, ms, ex, recompiles, rows))
     return out
+
+
+def site_label(site: str) -> str:
+    """An extern call's site as printed: its node, or Inductor's debug handle when no node is known."""
+    return site if ":" in site else f"node {site}"
 
 
 def _skipped_frame(step: StepCost, ms: float, ex: Any, recompiles: Any, rows: list[Row]) -> Finding:
@@ -122,6 +130,7 @@ def _skipped_frame(step: StepCost, ms: float, ex: Any, recompiles: Any, rows: li
         remedy,
         "the whole call ran eagerly: " + _ops(rows),
         [failed.compile_id] if failed else [],
+        per_step_ms=_summed(rows),
     )
 
 
@@ -131,8 +140,14 @@ def _site(cost: Cost, function: str) -> tuple[str | None, int | None]:
     return (f.file, f.line) if f else (None, None)
 
 
+def _summed(rows: list[Row]) -> list[float]:
+    """The rows' ms in each profiled step, added up step by step."""
+    return [sum(values) for values in zip(*(r.per_step_ms for r in rows), strict=True)] if rows else []
+
+
 def _guard_findings(step: StepCost, site: tuple[str | None, int | None]) -> list[Finding]:
-    guards = sum(r.ms_per_step for r in step.breakdown if r.part == "guards")
+    rows = [r for r in step.breakdown if r.part == "guards"]
+    guards = sum(r.ms_per_step for r in rows)
     share = _share(step, guards)
     if (share or 0.0) < FINDING_SHARE:
         return []
@@ -147,8 +162,44 @@ def _guard_findings(step: StepCost, site: tuple[str | None, int | None]) -> list
             "Fewer cache entries to check (fewer recompiles: see the recompile findings), fewer "
             "frames (fewer graph breaks); torch.compiler.set_stance(skip_guard_eval_unsafe=True) "
             "skips guards once every input has been seen (unsafe if an input changes).",
+            per_step_ms=_summed(rows),
         )
     ]
+
+
+OPTIMIZER_REMEDY = (
+    "untested here (tcx fix does not try it): compile the step that calls it (a function calling "
+    "optimizer.step(), under torch.compile), or on a GPU AdamW(..., fused=True); `tcx cost --step` on "
+    "the changed loop measures the difference"
+)
+
+
+def _optimizer_findings(step: StepCost) -> list[Finding]:
+    """An optimizer step that runs eagerly and takes a share of every step."""
+    out = []
+    for row in step.breakdown:
+        if row.part != "optimizer" or not row.name.endswith("(eager)"):
+            continue
+        share = _share(step, row.ms_per_step)
+        typical = _share(step, statistics.median(row.per_step_ms)) if row.per_step_ms else share
+        if share is None or min(share, typical or share) < KERNEL_SHARE:
+            continue
+        line = row.user_line or {}
+        out.append(
+            Finding(
+                "optimizer",
+                f"the {row.name}",
+                step.group.function,
+                line.get("file"),
+                line.get("line"),
+                row.ms_per_step,
+                share,
+                OPTIMIZER_REMEDY,
+                "its ATen ops, op by op: " + ", ".join(row.detail[:5]),
+                per_step_ms=row.per_step_ms,
+            )
+        )
+    return out
 
 
 def _launch_finding(step: StepCost, site: tuple[str | None, int | None]) -> Finding | None:
@@ -180,6 +231,10 @@ def _kernel_findings(step: StepCost, peaks: Peaks | None, launch_bound: bool) ->
         if row.part not in ("kernel", "extern"):
             continue
         s = _share(step, row.ms_per_step)
+        # what it takes in a typical profiled step: one step the machine paused in must not make a finding
+        typical = _share(step, statistics.median(row.per_step_ms)) if row.per_step_ms else s
+        if typical is not None and s is not None:
+            s = min(s, typical)
         gpu = row.gpu or {}
         if gpu.get("far_below_roof") and s is not None and s >= FINDING_SHARE and not launch_bound:
             peak = gpu.get("share_of_peak") or 0.0
@@ -200,7 +255,7 @@ def _kernel_findings(step: StepCost, peaks: Peaks | None, launch_bound: bool) ->
         else:
             continue
         line = row.user_line or {}
-        name = f"{row.name} (node {row.site})" if row.site else row.name
+        name = f"{row.name} ({site_label(row.site)})" if row.site else row.name
         out.append(
             Finding(
                 row.part,
@@ -213,6 +268,7 @@ def _kernel_findings(step: StepCost, peaks: Peaks | None, launch_bound: bool) ->
                 remedy,
                 detail,
                 [row.compile_id] if row.compile_id else [],
+                per_step_ms=row.per_step_ms,
             )
         )
     return out if peaks is not None else out[:KERNELS_LISTED]

@@ -210,6 +210,7 @@ class Row:
     gpu: dict[str, Any] | None = None
     replayed: bool = False  # on a GPU: run from a CUDA-graph replay
     device_kernels: dict[str, dict[str, float]] = field(default_factory=dict)  # name -> ms, launches per step
+    per_step_ms: list[float] = field(default_factory=list)  # its ms in each profiled step (the mean's values)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -229,6 +230,7 @@ class Row:
             "gpu": self.gpu,
             "replayed": self.replayed,
             "device_kernels": self.device_kernels,
+            "per_step_ms": self.per_step_ms,
         }
 
 
@@ -249,6 +251,7 @@ class Finding:
     seconds: float | None = None  # a one-time cost: compile seconds
     expected: str | None = None  # why it is expected (the first compile, grad mode): listed, never ranked
     group: str | None = None  # the step group (function:mode) it was measured in
+    per_step_ms: list[float] = field(default_factory=list)  # a per-step finding's ms in each profiled step
 
     @property
     def per_step(self) -> bool:
@@ -269,6 +272,7 @@ class Finding:
             "compile_ids": self.compile_ids,
             "expected": self.expected,
             "group": self.group,
+            "per_step_ms": self.per_step_ms,
         }
 
 
@@ -386,10 +390,7 @@ class Cost:
         """The headline speedup (eager step / compiled step), when enough steps of each support it
         (its interval may still cover 1.0: `check --min-speedup` judges the figure itself)."""
         p = self.primary
-        if p is None or p.group.speedup is None or p.group.time_note:
-            return None
-        note = p.group.speedup_note
-        return p.group.speedup.value if note is None or note.startswith("no measurable") else None
+        return p.group.speedup.value if p and p.group.speedup and p.group.enough_to_compare else None
 
     @property
     def total_compile_s(self) -> float | None:
@@ -469,8 +470,7 @@ def measured_break_ms(model: RunModel, selection: Selection | None = None) -> di
 
     selection = selection or whole_run(model)
     m = read_measurements(model)
-    config = m.config or {}
-    groups = groups_of(m.runs, _named_step(m), bool(config.get("step")) and not _step_compiled(m))
+    groups = groups_of(m.runs, *step_unit(m))
     if not groups:
         return {}
     breaks = {b.compile_id: b.key for b in model.graph_breaks if b.compile_id and not b.frame_skipped}

@@ -132,6 +132,11 @@ class StepGroup:
         return self.speedup is not None and self.speedup_note is None
 
     @property
+    def enough_to_compare(self) -> bool:
+        """Enough steady steps on both sides for a speedup (its interval may still cover 1.0)."""
+        return min(len(self.timed), len(self.eager_steps)) >= MIN_STEPS and self.speedup is not None
+
+    @property
     def weight_ms(self) -> float:
         return sum(s.wall_ns for s in self.steady) / 1e6
 

@@ -65,6 +65,8 @@ class SpanTime:
     profiled: bool = False
     raised: bool = False
     run: int = 0
+    file: str | None = None  # the program's line that made it (the first few of each kind carry it)
+    line: int | None = None
 
     @property
     def end_ns(self) -> int:
@@ -134,6 +136,8 @@ def span_time(e: dict[str, Any], run: int = 0) -> SpanTime | None:
         profiled=bool(e.get("profiled")),
         raised=bool(e.get("raised")),
         run=run,
+        file=e["file"] if isinstance(e.get("file"), str) else None,
+        line=e["line"] if type(e.get("line")) is int else None,
     )
 
 

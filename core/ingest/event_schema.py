@@ -299,6 +299,8 @@ COST_SPAN = Obj(
     profiled=OBOOL,
     raised=OBOOL,
     run=OINT,
+    file=OSTR,
+    line=OINT,
 )
 COST_COMPILE = Obj(required=("start_ns",), start_ns=INT, what=OSTR, run=OINT)
 # A `cost_profile` extra: [span index, {bytes, flops, ...}].

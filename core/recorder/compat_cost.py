@@ -57,6 +57,9 @@ DEFAULT_PROFILE_CALLS = 5
 # A folder: each profiled step's own torch.profiler output (its Chrome trace and key_averages table)
 # is written there too, for comparing tcx's figures with the profiler's (bench/gpu_cost.py, tests).
 EXPORT_ENV = "TCX_COST_PROFILER_EXPORT"
+SITES_WRITTEN = 2  # spans of each kind written with the user's line that made them (backward(), step())
+# frames that are not the program's: torch's, and tcx's own (core/: the recorder and its boot)
+_NOT_USER = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class _Window:
@@ -94,6 +97,7 @@ class _State:
         self.compiles = 0  # compile starts seen (any depth): a step during which it changed is warm-up
         self.anchor: str | None = None  # `step=FUNC` naming a compiled callable: its calls delimit the steps
         self.restore_profile: Any = None  # the program's own sys.setprofile function, while tcx watches
+        self.sites: dict[str, int] = {}  # span kind -> spans written with their user line
 
 
 STATE = _State()
@@ -480,11 +484,27 @@ def _close_window(next_mode: str | None) -> None:
 # ---------------------------------------------------------------- backward and the optimizer
 
 
+def _user_site() -> tuple[str, int] | None:
+    """The innermost frame of the program's own code (not torch's, not tcx's): where it called."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(_NOT_USER) and not name.startswith("<"):
+            return name, frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
 def _span(what: str, start: int, ok: bool, end: int | None = None, **fields: Any) -> None:
     if STATE.calls > MAX_CALL_EVENTS and not STATE.step_name:
         return  # past the listed calls there are no steps to put it in
     wall = (end or time.perf_counter_ns()) - start
     event: dict[str, Any] = {"span": what, "start_ns": start, "wall_ns": wall}
+    if STATE.sites.get(what, 0) < SITES_WRITTEN:
+        site = _user_site()
+        if site is not None:
+            STATE.sites[what] = STATE.sites.get(what, 0) + 1
+            event["file"], event["line"] = site
     if not ok:
         event["raised"] = True
     _write("cost_span", **event, **fields)

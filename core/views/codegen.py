@@ -8,6 +8,7 @@ Pure and torch-free; works on live runs, saved recordings and TORCH_TRACE logs.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -167,6 +168,13 @@ def extern_call(step: Step, code: OutputCode, nodes: dict[str, FxNode]) -> Exter
     call.user_line = lines[0] if lines else (node.user_line if node else None)
     call.flops = matmul_flops(node, nodes) if node else None
     return call
+
+
+def _extern_note(call: ExternCall) -> str:
+    """What an extern line computes: its own node and line (its source nodes list its inputs too)."""
+    line = call.user_line or {}
+    where = f" at {os.path.basename(str(line['file']))}:{line.get('line')}" if line.get("file") else ""
+    return f"computes {call.node}{where}" if call.node else (f"computes{where}" if where else "")
 
 
 def _op_name(node: FxNode | None) -> str | None:
@@ -386,7 +394,10 @@ def build_codegen(
         wrapper = parse_wrapper(code, {k.name for k in ks})
         _attach_call_origins(ks, wrapper, code)
         own = post_grad.module(code.compile_id, ordinal.get(id(code), 0))
-        externs = [extern_call(s, code, own) for s in wrapper.launches if s.kind in ("extern", "fallback")]
+        steps = [s for s in wrapper.launches if s.kind in ("extern", "fallback")]
+        externs = [extern_call(s, code, own) for s in steps]
+        for step, call in zip(steps, externs, strict=True):
+            step.note = _extern_note(call)
         return CodeSection(wrapper, [k for k in ks if selection.shows_kernel(k.name)], externs)
 
     chosen = [c for c in outputs if not (graph and c.graph != graph) and selection.includes(c.compile_id)]

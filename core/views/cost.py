@@ -150,6 +150,7 @@ def build_cost(model: RunModel, selection: Selection | None = None) -> Cost:
         unit=groups[0].unit if groups else None,
     )
     _eager_lines(model, ex.failed_frames, cost)
+    _span_lines(m, cost)
     if not steps:
         cost.warnings.append(_why_no_steps(m, functions))
     from tcx.core.cost.findings import findings
@@ -203,6 +204,20 @@ def _eager_lines(model: RunModel, failed_frames: list[Any], cost: Cost) -> None:
                 row.user_line = {"file": failed.file, "line": failed.line, "function": failed.function}
 
 
+def _span_lines(m: Measurements, cost: Cost) -> None:
+    """The optimizer's and autograd's rows at the program's line that ran them (optimizer.step(),
+    loss.backward()), as the recorder saw it."""
+    sites: dict[str, dict[str, Any]] = {}
+    for span in m.recorded.spans:
+        if span.file and span.kind not in sites:
+            sites[span.kind] = {"file": span.file, "line": span.line}
+    for s in cost.steps:
+        for row in s.breakdown:
+            site = sites.get({"optimizer": "optimizer", "autograd": "backward"}.get(row.part, ""))
+            if site and row.user_line is None:
+                row.user_line = dict(site)
+
+
 def _code_facts(model: RunModel, selection: Selection) -> CodeFacts:
     """The kernels and extern calls of the run's output code, by compile, forward or backward."""
     from tcx.core.views.codegen import build_codegen
@@ -241,11 +256,14 @@ def _breakdown(profiles: list[CallProfile], code: CodeFacts, peaks: Peaks | None
     if not profiles:
         return []
     total: dict[Key, Piece] = {}
-    for p in profiles:
+    each: dict[Key, list[int]] = {}  # the key's time in each profiled step (0 where it did not run)
+    for i, p in enumerate(profiles):
         for key, piece in p.pieces.items():
             if key not in total:
                 total[key] = Piece(key)
+                each[key] = [0] * len(profiles)
             total[key].add(piece)
+            each[key][i] = piece.ns
     n = len(profiles)
     step_ns = sum(p.call_ns for p in profiles)
     on_device = any(p.on_device for p in profiles)
@@ -266,6 +284,7 @@ def _breakdown(profiles: list[CallProfile], code: CodeFacts, peaks: Peaks | None
             own_ms_per_step=piece.own_ns / n / 1e6 if launched else None,
             launch_ms_per_step=piece.cpu_own_ns / n / 1e6 if launched and on_device else None,
             replayed=bool(piece.replayed),
+            per_step_ms=[ns / 1e6 for ns in each[key]],
         )
         _place(row, key, code)
         if key.part in ("eager", "autograd", "optimizer", "between"):
@@ -298,7 +317,6 @@ def _place(row: Row, key: Key, code: CodeFacts) -> None:
         call = code.extern(key.compile_id, backward, key.site)
         if call is not None:
             row.user_line = call.user_line
-            row.aten_ops = [f"{call.op} (node {call.node})" if call.node else call.op]
 
 
 def _roofline(
@@ -344,9 +362,7 @@ def _notes(cost: Cost, m: Measurements) -> list[str]:
     found = m.step_found or {}
     config = m.config or {}
     if config.get("step") and not found:
-        notes.append(
-            f"--step {config['step']}: the program never called it; the steps are found from the calls"
-        )
+        notes.append(f"--step {config['step']}: the program never called a function of that name")
     if found.get("error"):
         notes.append(f"--step {config.get('step')}: {found['error']}")
     for s in cost.steps:
