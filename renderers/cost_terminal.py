@@ -299,7 +299,8 @@ def _findings(found: list[Finding], console: Console, cost: Cost) -> None:
         console.print(head)
         where = Text("   at ", style="muted")
         where.append(location(finding.file, finding.line), style="loc")
-        where.append(f" in {clean(finding.function)}", style="muted")
+        if finding.function:
+            where.append(f" in {clean(finding.function)}", style="muted")
         console.print(where)
         if finding.detail:
             console.print(Text(f"   {clean(finding.detail)}", style="muted"))

@@ -24,7 +24,7 @@ RECORDING = RECORDINGS / "nano_train_inductor.tcx.gz"
 LOG = RECORDINGS / "nano_train_inductor.torch_trace.log.gz"
 PROGRAM = PROGRAMS / "cost" / "nano_train.py"
 _FILE = re.compile(r"# File: (?P<file>.+?):(?P<line>\d+) in ")
-_NODE = re.compile(r"^\s+(?P<name>\w+): \S+ = torch\.ops\.(?P<op>[\w.]+)\(")
+_NODE = re.compile(r"^\s+(?P<name>\w+): \"[^\"]*\" = torch\.ops\.(?P<op>[\w.]+)\(")
 
 
 def source_line(marker: str) -> int:

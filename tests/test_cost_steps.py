@@ -174,7 +174,7 @@ def test_the_profiled_step_splits_as_torch_profiler_times_it(nano: dict) -> None
     with_backward = {
         f"{md['frame_id']}/{md['frame_compile_id']}"
         for name, md, _ in records
-        if name == "artifact" and md["artifact"]["name"] == "aot_backward_graph"
+        if name == "aot_backward_graph"
     }
     backward_ids = {
         r["compile_id"] for r in train["breakdown"] if r["phase"] == "backward" and r["part"] == "graph_op"
@@ -243,8 +243,8 @@ def test_expected_recompiles_are_not_costed_per_step(nano: dict) -> None:
     text = run_tcx("cost", str(nano["folder"] / "run.tcx"))
     expected = text.stdout.split("Expected (not problems)", 1)[1].split("Notes", 1)[0]
     assert f"({cid})" in expected and "grad mode" in expected
-    first = text.stdout.split("What to fix first", 1)[1] if "What to fix first" in text.stdout else ""
-    assert "recompile" not in first.split("\n#2", 1)[0]
+    head = text.stdout.split("\n#1 ", 1)[1].split("\n\n", 1)[0] if "\n#1 " in text.stdout else ""
+    assert "recompile" not in head  # whatever heads the list, it is not the expected recompile
 
 
 # --- one call: nothing to time ------------------------------------------------------------------------
@@ -252,7 +252,7 @@ def test_expected_recompiles_are_not_costed_per_step(nano: dict) -> None:
 
 def test_a_one_call_run_says_why_and_trace_is_a_warning(tmp_path: Path) -> None:
     trace = tmp_path / "trace.json"
-    run = tcx_cost(tmp_path, COST / "one_call.py", "--budget", "0", "--trace", str(trace))
+    run = tcx_cost(tmp_path, COST / "one_call.py", "--no-eager", "--budget", "0", "--trace", str(trace))
     doc = run["doc"]
     assert doc["step_ms"] is None and doc["speedup"] is None and doc["steps"] == []
     assert any("no step to time" in w and "scale 1×" in w for w in doc["warnings"])

@@ -140,6 +140,15 @@ def _site(cost: Cost, function: str) -> tuple[str | None, int | None]:
     return (f.file, f.line) if f else (None, None)
 
 
+def _typical(step: StepCost, ms: float, per_step_ms: list[float]) -> float | None:
+    """A cost's share of the step in a typical profiled step: the lesser of its mean's share and its
+    median's, so one step the machine paused in cannot make a finding."""
+    share = _share(step, ms)
+    if share is None or not per_step_ms:
+        return share
+    return min(share, _share(step, statistics.median(per_step_ms)) or 0.0)
+
+
 def _summed(rows: list[Row]) -> list[float]:
     """The rows' ms in each profiled step, added up step by step."""
     return [sum(values) for values in zip(*(r.per_step_ms for r in rows), strict=True)] if rows else []
@@ -149,7 +158,7 @@ def _guard_findings(step: StepCost, site: tuple[str | None, int | None]) -> list
     rows = [r for r in step.breakdown if r.part == "guards"]
     guards = sum(r.ms_per_step for r in rows)
     share = _share(step, guards)
-    if (share or 0.0) < FINDING_SHARE:
+    if (_typical(step, guards, _summed(rows)) or 0.0) < FINDING_SHARE:
         return []
     return [
         Finding(
@@ -181,15 +190,14 @@ def _optimizer_findings(step: StepCost) -> list[Finding]:
         if row.part != "optimizer" or not row.name.endswith("(eager)"):
             continue
         share = _share(step, row.ms_per_step)
-        typical = _share(step, statistics.median(row.per_step_ms)) if row.per_step_ms else share
-        if share is None or min(share, typical or share) < KERNEL_SHARE:
+        if share is None or (_typical(step, row.ms_per_step, row.per_step_ms) or 0.0) < KERNEL_SHARE:
             continue
         line = row.user_line or {}
         out.append(
             Finding(
                 "optimizer",
                 f"the {row.name}",
-                step.group.function,
+                "",  # called by the program's loop, not by the compiled function
                 line.get("file"),
                 line.get("line"),
                 row.ms_per_step,
@@ -230,11 +238,7 @@ def _kernel_findings(step: StepCost, peaks: Peaks | None, launch_bound: bool) ->
     for row in step.breakdown:
         if row.part not in ("kernel", "extern"):
             continue
-        s = _share(step, row.ms_per_step)
-        # what it takes in a typical profiled step: one step the machine paused in must not make a finding
-        typical = _share(step, statistics.median(row.per_step_ms)) if row.per_step_ms else s
-        if typical is not None and s is not None:
-            s = min(s, typical)
+        s = _typical(step, row.ms_per_step, row.per_step_ms)
         gpu = row.gpu or {}
         if gpu.get("far_below_roof") and s is not None and s >= FINDING_SHARE and not launch_bound:
             peak = gpu.get("share_of_peak") or 0.0
