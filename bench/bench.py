@@ -594,7 +594,7 @@ def table(results: dict[str, Any]) -> str:
                 cs["name"],
                 f"{cs['tcx_step_ms']:.2f} ms",
                 f"{cs['plain_step_ms']:.2f} ms (plain loop)",
-                f"{cs['ratio']:.3f}",
+                f"{cs['ratio']:.3f} (same steps {cs['same_steps_ratio']})",
                 "",
                 f"{1 / cs['goal_ratio']:.2f}-{cs['goal_ratio']:.2f}",
                 status(cs["ok"]),
@@ -704,6 +704,8 @@ def footnotes(results: dict[str, Any]) -> str:
     if cs:
         notes.append(
             f"{cs['name']}: {cs['what']}\n"
+            f"    plain runs {cs['plain_step_ms_runs']} ms, tcx cost runs {cs['tcx_step_ms_runs']} ms; "
+            f"the same steps on the program's own clock in tcx's run: ratio {cs['same_steps_ratio']}\n"
             f"    plain: compiled {cs['plain_step_ms']} ms, eager (--no-compile) "
             f"{cs['plain_eager_step_ms']} ms per train step: speedup {cs['plain_speedup']}x; tcx's notes: "
             + "; ".join(str(r["speedup_note"] or "speedup shown") for r in cs["tcx_runs"])
@@ -847,77 +849,110 @@ def cost_check(stdout: str) -> None:
         raise BenchError(f"tcx cost measured no steady step: {report.get('notes')}")
 
 
-def own_train_steps(times_file: Path) -> list[float]:
-    """The program's own train step times (ms, time.perf_counter, fixtures/programs/cost/nano_train.py),
-    its first two steps left out (compile, warm-up)."""
+def own_train_steps(times_file: Path) -> dict[int, float]:
+    """The program's own train step times (index of the step's forward call -> ms, time.perf_counter,
+    fixtures/programs/cost/nano_train.py), its first two steps left out (compile, warm-up)."""
     line = json.loads(times_file.read_text().splitlines()[-1])
     steps = [s for s in line["steps"] if s["kind"] == "train"]
-    return [s["seconds"] * 1000 for s in steps[2:]]
+    return {s["index"]: s["seconds"] * 1000 for s in steps[2:]}
+
+
+def tcx_timed_steps(doc: dict[str, Any]) -> dict[int, float]:
+    """The train steps tcx timed (index -> ms) whose program-side timing holds no profiler work of tcx's
+    (tcx leaves that work out of its steps; the program's own clock cannot)."""
+    calls = {c["index"]: c for f in doc["functions"] for c in f["call_times"]}
+    train = next(g for g in doc["steps"] if g["mode"] == "grad")
+    return {
+        s["index"]: s["ms"]
+        for s in train["step_times"]
+        if s["run"] == 0
+        and not (s["warmup"] or s["profiled"])
+        and not (calls.get(s["index"], {}).get("profiler_ns") or calls.get(s["index"], {}).get("profiled"))
+    }
 
 
 def cost_vs_plain_loop(runs: int, backend: str) -> dict[str, Any]:
     """`tcx cost` on the nanoGPT-style loop: its train step time against the same program's own timed
-    loop run plainly, and its speedup interval against a plain eager-vs-compiled comparison."""
+    loop run plainly (interleaved with it, in alternating order), and against the program's own clock of
+    the same steps in tcx's run; its speedup interval against a plain eager-vs-compiled comparison."""
     rel = str((PROGRAMS / "cost" / "nano_train.py").relative_to(ROOT))
     args = ["--backend", backend] if backend != "inductor" else []
-    plain_steps: list[float] = []
-    eager_steps: list[float] = []
+    plain: list[float] = []
+    eager: list[float] = []
     tcx_runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tcx-bench-cost-") as tmp:
         env = {**base_env(), "TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / "cache")}
-        for i in range(runs):
-            times = Path(tmp) / f"plain{i}.jsonl"
-            for argv, into in (
-                ([PYTHON, rel, *args], plain_steps),
-                ([PYTHON, rel, "--no-compile"], eager_steps),
-            ):
-                subprocess.run(
-                    argv, cwd=ROOT, env={**env, "COST_TIMES": str(times)}, check=True, capture_output=True
-                )
-                into += own_train_steps(times)
-                times.unlink()
+        times = Path(tmp) / "times.jsonl"
+
+        def plain_run(argv: list[str]) -> float:
+            subprocess.run(
+                argv, cwd=ROOT, env={**env, "COST_TIMES": str(times)}, check=True, capture_output=True
+            )
+            steps = own_train_steps(times)
+            times.unlink()
+            return statistics.median(steps.values())
+
+        def tcx_run() -> dict[str, Any]:
+            argv = [*tcx_argv(), "cost", rel, "--budget", "0", "--format", "json", "--no-save", "--", *args]
             proc = subprocess.run(
-                [*tcx_argv(), "cost", rel, "--budget", "0", "--format", "json", "--no-save", "--", *args],
-                cwd=ROOT,
-                env=env,
-                capture_output=True,
-                text=True,
+                argv, cwd=ROOT, env={**env, "COST_TIMES": str(times)}, capture_output=True, text=True
             )
             if proc.returncode != 0:
                 raise BenchError(f"tcx cost {rel}: exit code {proc.returncode}\n{proc.stderr[-2000:]}")
             doc = json.loads(proc.stdout)
+            own = own_train_steps(times)  # the last line: the recorded run (the eager run wrote first)
+            times.unlink()
+            ours = tcx_timed_steps(doc)
+            same = [i for i in ours if i in own]
             train = next(g for g in doc["steps"] if g["mode"] == "grad")
-            tcx_runs.append(
-                {
-                    "step_ms": train["step_ms_interval"]["median"] if train["step_ms_interval"] else None,
-                    "step_ms_interval": train["step_ms_interval"],
-                    "speedup_interval": train["speedup_interval"],
-                    "speedup_note": train["speedup_note"],
-                }
-            )
+            return {
+                "step_ms": train["step_ms_interval"]["median"] if train["step_ms_interval"] else None,
+                "steps": train["timed_steps"],
+                "same_steps_tcx_ms": statistics.median(ours[i] for i in same) if same else None,
+                "same_steps_program_ms": statistics.median(own[i] for i in same) if same else None,
+                "speedup_interval": train["speedup_interval"],
+                "speedup_note": train["speedup_note"],
+            }
+
+        for i in range(runs):
+            order = ("plain", "eager", "tcx") if i % 2 == 0 else ("tcx", "eager", "plain")
+            for what in order:
+                if what == "plain":
+                    plain.append(plain_run([PYTHON, rel, *args]))
+                elif what == "eager":
+                    eager.append(plain_run([PYTHON, rel, "--no-compile"]))
+                else:
+                    tcx_runs.append(tcx_run())
             print(
-                f"  run {i + 1}/{runs}  tcx cost step {tcx_runs[-1]['step_ms']} ms",
+                f"  run {i + 1}/{runs}  plain {plain[-1]:.2f} ms, eager {eager[-1]:.2f} ms, tcx cost "
+                f"{tcx_runs[-1]['step_ms']} ms per train step",
                 file=sys.stderr,
                 flush=True,
             )
-    plain = statistics.median(plain_steps)
-    eager = statistics.median(eager_steps)
     step = statistics.median(r["step_ms"] for r in tcx_runs if r["step_ms"] is not None)
-    ratio = step / plain
+    plain_step, plain_eager = statistics.median(plain), statistics.median(eager)
+    ratio = step / plain_step
+    same = [r for r in tcx_runs if r["same_steps_tcx_ms"] and r["same_steps_program_ms"]]
+    same_ratio = (
+        statistics.median(r["same_steps_tcx_ms"] / r["same_steps_program_ms"] for r in same) if same else None
+    )
     intervals = [r["speedup_interval"] for r in tcx_runs if r["speedup_interval"]]
-    plain_speedup = eager / plain
+    plain_speedup = plain_eager / plain_step
     covered = [i["low"] <= plain_speedup <= i["high"] for i in intervals]
     return {
         "name": "cost step vs plain loop",
-        "what": f"cost/nano_train.py ({backend}): tcx cost's train step (median of its runs' medians) vs the "
-        f"program's own perf_counter loop run plainly, {len(plain_steps)} steps",
+        "what": f"cost/nano_train.py ({backend}): tcx cost's train step (median of {runs} runs' medians) vs "
+        f"the program's own perf_counter loop run plainly ({runs} runs, interleaved)",
         "backend": backend,
         "tcx_step_ms": round(step, 3),
-        "plain_step_ms": round(plain, 3),
+        "plain_step_ms": round(plain_step, 3),
+        "plain_step_ms_runs": [round(x, 3) for x in plain],
+        "tcx_step_ms_runs": [r["step_ms"] for r in tcx_runs],
         "ratio": round(ratio, 4),
+        "same_steps_ratio": None if same_ratio is None else round(same_ratio, 4),
         "goal_ratio": GOAL_STEP_RATIO,
         "ok": 1 / GOAL_STEP_RATIO <= ratio <= GOAL_STEP_RATIO,
-        "plain_eager_step_ms": round(eager, 3),
+        "plain_eager_step_ms": round(plain_eager, 3),
         "plain_speedup": round(plain_speedup, 4),
         "speedup_intervals": intervals,
         "speedup_covered": covered,

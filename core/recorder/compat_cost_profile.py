@@ -60,10 +60,11 @@ def spans_of(events: list[Any]) -> dict[str, Any]:
     [cpu span, {bytes, flops, dtype, ...}] for launchers.
 
     The step is tcx's `tcx.step` range (or, in a profile without one, its `tcx.call`). Autograd runs
-    a GPU's backward on its own device thread: its ranges inside a `tcx.backward` range of the step
-    are taken too. Kineto links a kernel (and the runtime call that launched it) to the innermost op
-    or range on the CPU (`linked_correlation_id`); runtime calls carry the OS thread id, not the
-    op's, so they are found through that link rather than by thread."""
+    a GPU's backward on its own device thread: inside a `tcx.backward` range in which the step's
+    thread ran nothing (it waited), the ranges of the other threads are taken too. Kineto links a
+    kernel (and the runtime call that launched it) to the innermost op or range on the CPU
+    (`linked_correlation_id`); runtime calls carry the OS thread id, not the op's, so they are found
+    through that link rather than by thread."""
     cpu_type = torch.autograd.DeviceType.CPU
     on_cpu = [e for e in events if e.device_type() == cpu_type]
     roots = [e for e in on_cpu if e.name() == STEP_SPAN] or [e for e in on_cpu if e.name() == CALL_SPAN]
@@ -79,7 +80,13 @@ def spans_of(events: list[Any]) -> dict[str, Any]:
         and e.end_ns() <= end
         and not _is_runtime(e)
     ]
-    backward = [(e.start_ns(), e.end_ns()) for e in on_thread if e.name() == BACKWARD_SPAN]
+    # a backward() whose work ran on another thread (the main thread only waited in it: no range of its own)
+    backward = [
+        (b.start_ns(), b.end_ns())
+        for b in on_thread
+        if b.name() == BACKWARD_SPAN
+        and not any(e is not b and b.start_ns() <= e.start_ns() < b.end_ns() for e in on_thread)
+    ]
     if backward:
         on_thread += [
             e
