@@ -88,7 +88,11 @@ def command(**params: Any) -> None:
 
     target = resolve_target(params["target"])
     if isinstance(target, FileTarget):
-        given = [flag for key, flag in RUN_OPTIONS.items() if params.get(key) is not None and params.get(key)]
+        given = [
+            flag
+            for key, flag in RUN_OPTIONS.items()
+            if params.get(key) is not None and params[key] is not False
+        ]
         if given:
             click.echo(
                 f"tcx: note: {', '.join(given)} ignored: nothing is run for a recording or log.", err=True

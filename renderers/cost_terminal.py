@@ -114,6 +114,8 @@ def render_steps(step: StepCost, console: Console, *, show_all: bool = False) ->
             style="good" if g.speedup.value >= 1 else "bad",
         )
         line.append(f", {len(g.timed)} compiled and {len(g.eager_steps)} eager steps", style="muted")
+        if g.speedup_caveat:
+            line.append(f"; {g.speedup_caveat}", style="warn")
     else:
         line.append("not shown: ", style="warn")
         line.append(clean(g.speedup_note or "no comparison"), style="muted")

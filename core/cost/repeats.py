@@ -31,6 +31,8 @@ def more_needed(runs: list[RunTimes], named: str | None, explicit: bool, compare
         return None
     if (s.high - s.low) / 2 > WIDE * s.value:
         return f"the speedup's interval {s.low:.2f}–{s.high:.2f}× is wide"
+    if g.speedup_caveat and not s.covers(1.0):
+        return "one run each way: a second pair puts the drift between runs into the interval"
     return None
 
 

@@ -2,8 +2,10 @@
 speedup) with its own, and the number of decimals the interval supports.
 
 Pure and torch-free. A figure needs `MIN_STEPS` steady steps; the interval is the percentile
-bootstrap (the steps resampled `RESAMPLES` times with a fixed seed, so the same recording always
-prints the same interval).
+bootstrap (resampled `RESAMPLES` times with a fixed seed, so the same recording always prints the
+same interval). Steps come in runs of the program: with several runs the bootstrap resamples the runs,
+then the steps within each, so a machine that was busier during one run than another widens the
+interval instead of passing for a speedup.
 """
 
 from __future__ import annotations
@@ -50,34 +52,54 @@ class Estimate:
         }
 
 
-def median_estimate(values: list[float]) -> Estimate | None:
-    """The median of `values` and the bootstrap interval of the median (None without values)."""
-    if not values:
+Runs = list[list[float]]  # the values of each run of the program
+
+
+def _resample(rng: random.Random, runs: Runs) -> list[float]:
+    """One bootstrap sample: runs drawn with replacement (when there are several), then the values
+    within each drawn run."""
+    picked = rng.choices(runs, k=len(runs)) if len(runs) > 1 else runs
+    return [v for run in picked for v in rng.choices(run, k=len(run))]
+
+
+def _runs(values: list[float] | Runs) -> Runs:
+    if values and isinstance(values[0], list):
+        return [r for r in values if r]  # type: ignore[misc]
+    return [list(values)] if values else []  # type: ignore[arg-type]
+
+
+def median_estimate(values: list[float] | Runs) -> Estimate | None:
+    """The median of `values` (one run's, or a list of runs') and the bootstrap interval of the
+    median (None without values)."""
+    runs = _runs(values)
+    pooled = [v for r in runs for v in r]
+    if not pooled:
         return None
     rng = random.Random(SEED)
-    n = len(values)
-    medians = sorted(statistics.median(rng.choices(values, k=n)) for _ in range(RESAMPLES))
+    medians = sorted(statistics.median(_resample(rng, runs)) for _ in range(RESAMPLES))
     low, high = _percentiles(medians)
-    return Estimate(statistics.median(values), low, high, n, min(values), max(values))
+    return Estimate(statistics.median(pooled), low, high, len(pooled), min(pooled), max(pooled))
 
 
-def ratio_estimate(numerator: list[float], denominator: list[float]) -> Estimate | None:
+def ratio_estimate(numerator: list[float] | Runs, denominator: list[float] | Runs) -> Estimate | None:
     """median(numerator) / median(denominator) (eager / compiled: the speedup), each side resampled
-    on its own."""
-    if not numerator or not denominator or statistics.median(denominator) <= 0:
+    on its own (runs, then steps)."""
+    top, bottom = _runs(numerator), _runs(denominator)
+    top_all, bottom_all = [v for r in top for v in r], [v for r in bottom for v in r]
+    if not top_all or not bottom_all or statistics.median(bottom_all) <= 0:
         return None
     rng = random.Random(SEED)
     ratios = []
     for _ in range(RESAMPLES):
-        bottom = statistics.median(rng.choices(denominator, k=len(denominator)))
-        if bottom > 0:
-            ratios.append(statistics.median(rng.choices(numerator, k=len(numerator))) / bottom)
+        b = statistics.median(_resample(rng, bottom))
+        if b > 0:
+            ratios.append(statistics.median(_resample(rng, top)) / b)
     if not ratios:
         return None
     ratios.sort()
     low, high = _percentiles(ratios)
-    value = statistics.median(numerator) / statistics.median(denominator)
-    count = min(len(numerator), len(denominator))
+    value = statistics.median(top_all) / statistics.median(bottom_all)
+    count = min(len(top_all), len(bottom_all))
     return Estimate(value, low, high, count, min(ratios), max(ratios))
 
 

@@ -90,6 +90,7 @@ class StepGroup:
     phases: dict[str, float] = field(default_factory=dict)  # median ms per step of each phase
     time_note: str | None = None  # why the step time is not shown
     speedup_note: str | None = None  # why the speedup is not shown
+    speedup_caveat: str | None = None  # what the interval cannot include (one run each way)
 
     @property
     def label(self) -> str:
@@ -162,6 +163,7 @@ class StepGroup:
             "speedup": self.speedup.value if self.speedup_shown and self.speedup else None,
             "speedup_interval": self.speedup.to_json() if self.speedup else None,
             "speedup_note": self.speedup_note,
+            "speedup_caveat": self.speedup_caveat,
             "step_times": [s.to_json() for s in self.steps],
             "eager_step_times": [s.to_json() for s in self.eager_steps],
         }
@@ -284,9 +286,17 @@ def groups_of(runs: list[RunTimes], named: str | None, explicit: bool) -> list[S
     return groups
 
 
+def _by_run(steps: list[Step]) -> list[list[float]]:
+    """The steps' ms, one list per run of the program."""
+    runs: dict[int, list[float]] = {}
+    for s in steps:
+        runs.setdefault(s.run, []).append(s.wall_ns / 1e6)
+    return list(runs.values())
+
+
 def _estimate(g: StepGroup, has_eager: bool) -> None:
     timed = g.timed
-    g.time = median_estimate([s.wall_ns / 1e6 for s in timed])
+    g.time = median_estimate(_by_run(timed))
     if timed:
         g.phases = {
             "call": statistics.median(s.call_ns for s in timed) / 1e6,
@@ -300,11 +310,11 @@ def _estimate(g: StepGroup, has_eager: bool) -> None:
             f"{len(g.steady) - len(timed)} profiled): a step time needs {MIN_STEPS}. Run more steps, or let "
             "tcx repeat the run (--budget SECONDS)"
         )
-    g.eager = median_estimate([s.wall_ns / 1e6 for s in g.eager_steps])
+    g.eager = median_estimate(_by_run(g.eager_steps))
     if not has_eager:
         g.speedup_note = "no run with compilation off to compare with (--no-eager, or it did not run)"
         return
-    g.speedup = ratio_estimate([s.wall_ns / 1e6 for s in g.eager_steps], [s.wall_ns / 1e6 for s in timed])
+    g.speedup = ratio_estimate(_by_run(g.eager_steps), _by_run(timed))
     n_eager = len(g.eager_steps)
     if len(timed) < MIN_STEPS or n_eager < MIN_STEPS:
         g.speedup_note = (
@@ -315,4 +325,9 @@ def _estimate(g: StepGroup, has_eager: bool) -> None:
         g.speedup_note = (
             f"no measurable difference: the {CONFIDENCE:.0%} interval {g.speedup.low:.2f}×–"
             f"{g.speedup.high:.2f}× covers 1.0× ({len(timed)} compiled, {n_eager} eager steps)"
+        )
+    if g.speedup is not None and g.eager_runs < 2 and g.runs < 2:
+        g.speedup_caveat = (
+            "one run each way: a change in the machine's load between the two runs is not in the "
+            "interval (--budget repeats the runs and pools them)"
         )

@@ -449,6 +449,7 @@ def to_json(cost: Cost) -> dict[str, Any]:
         "speedup": cost.speedup if g and g.speedup_shown else None,
         "speedup_interval": g.speedup.to_json() if g and g.speedup else None,
         "speedup_note": g.speedup_note if g else None,
+        "speedup_caveat": g.speedup_caveat if g else None,
         "compile_s": cost.total_compile_s,
         "recompile_compile_s": cost.recompile_s,
         "recompile_share": cost.recompile_s / cost.total_compile_s if cost.total_compile_s else None,
