@@ -23,6 +23,10 @@ Measurements:
 5. Per-call capture: `tcx recompiles recompiles/hot_loop.py` (3020 calls of two compiled functions)
    against `tcx explain` of the same program; the cost capture (`tcx cost --no-eager`: every call
    timed, the steady ones profiled) against the same `tcx explain`, `tcx cost` with its eager run beside.
+   The step `tcx cost` measures: on the nanoGPT-style loop cost/nano_train.py (Inductor; aot_eager
+   with --skip-inductor), its train step time against the same program's own time.perf_counter loop
+   of the same steps run plainly (goal: within 10%), and its speedup interval against a plain
+   eager-vs-compiled comparison of the program's own step medians (goal: the interval covers it).
 6. Warm start: `tcx cache cache/tiny.py` (a cold run, then a warm one, with a private cache
    directory) against running the program twice with plain `python` and a fresh shared
    TORCHINDUCTOR_CACHE_DIR (skipped with `--skip-inductor`).
@@ -75,6 +79,7 @@ GOAL_CALLS_RATIO = 1.25
 GOAL_CACHE_RATIO = 1.25
 GOAL_COST_RATIO = 1.30
 GOAL_NUMERICS_RATIO = 3.0
+GOAL_STEP_RATIO = 1.10  # tcx cost's step time within 10% of a plain timed loop of the same steps
 GOAL_TEST_SUITE_S = 600.0  # make test on this 2-core machine
 GOAL_TEST_FAST_S = 90.0  # make test-fast, the inner loop
 LARGE_LOG_DIR = RESULTS / "large_trace"
@@ -587,6 +592,31 @@ def table(results: dict[str, Any]) -> str:
                 status(res["ok"]),
             )
         )
+    cs = results.get("cost_step")
+    if cs:
+        rows.append(
+            (
+                cs["name"],
+                f"{cs['tcx_step_ms']:.2f} ms",
+                f"{cs['plain_step_ms']:.2f} ms (plain loop)",
+                f"{cs['ratio']:.3f} (same steps {cs['same_steps_ratio']})",
+                "",
+                f"{1 / cs['goal_ratio']:.2f}-{cs['goal_ratio']:.2f}",
+                status(cs["ok"]),
+            )
+        )
+        shown = ", ".join(f"{i['low']:.2f}-{i['high']:.2f}x" for i in cs["speedup_intervals"]) or "none"
+        rows.append(
+            (
+                "cost speedup interval",
+                shown,
+                f"{cs['plain_speedup']:.2f}x (plain eager/compiled)",
+                "",
+                "",
+                "covers it",
+                status(cs["speedup_ok"]),
+            )
+        )
     hp = results["help"]
     rows.append(
         (
@@ -675,6 +705,16 @@ def footnotes(results: dict[str, Any]) -> str:
                 f"    tcx       {res['tcx']['label']}: {spread(res['tcx'])}\n"
                 f"    reference {res['reference']['label']}: {spread(res['reference'])}"
             )
+    cs = results.get("cost_step")
+    if cs:
+        notes.append(
+            f"{cs['name']}: {cs['what']}\n"
+            f"    plain runs {cs['plain_step_ms_runs']} ms, tcx cost runs {cs['tcx_step_ms_runs']} ms; "
+            f"the same steps on the program's own clock in tcx's run: ratio {cs['same_steps_ratio']}\n"
+            f"    plain: compiled {cs['plain_step_ms']} ms, eager (--no-compile) "
+            f"{cs['plain_eager_step_ms']} ms per train step: speedup {cs['plain_speedup']}x; tcx's notes: "
+            + "; ".join(str(r["speedup_note"] or "speedup shown") for r in cs["tcx_runs"])
+        )
     bd = (results.get("recording_overhead") or {}).get("breakdown")
     if bd and bd["child_wall_s"] is not None:
         notes.append(
@@ -817,13 +857,125 @@ def calls_capture_cost(runs: int) -> dict[str, Any]:
 
 
 def cost_check(stdout: str) -> None:
-    """`tcx cost --format json` measured steady calls and profiled some."""
+    """`tcx cost --format json` measured steady steps and profiled some."""
     try:
         report = json.loads(stdout)
     except json.JSONDecodeError as exc:
         raise BenchError(f"tcx cost did not print JSON ({exc}): {stdout[:200]!r}") from exc
-    if not report.get("measured_calls") or not report.get("breakdown"):
-        raise BenchError(f"tcx cost measured no steady call: {report.get('notes')}")
+    if not report.get("steady_steps") or not report.get("breakdown"):
+        raise BenchError(f"tcx cost measured no steady step: {report.get('notes')}")
+
+
+def own_train_steps(times_file: Path) -> dict[int, float]:
+    """The program's own train step times (index of the step's forward call -> ms, time.perf_counter,
+    fixtures/programs/cost/nano_train.py), its first two steps left out (compile, warm-up)."""
+    line = json.loads(times_file.read_text().splitlines()[-1])
+    steps = [s for s in line["steps"] if s["kind"] == "train"]
+    return {s["index"]: s["seconds"] * 1000 for s in steps[2:]}
+
+
+def tcx_timed_steps(doc: dict[str, Any]) -> dict[int, float]:
+    """The train steps tcx timed (index -> ms) whose program-side timing holds no profiler work of tcx's
+    (tcx leaves that work out of its steps; the program's own clock cannot)."""
+    calls = {c["index"]: c for f in doc["functions"] for c in f["call_times"]}
+    train = next(g for g in doc["steps"] if g["mode"] == "grad")
+    return {
+        s["index"]: s["ms"]
+        for s in train["step_times"]
+        if s["run"] == 0
+        and not (s["warmup"] or s["profiled"])
+        and not (calls.get(s["index"], {}).get("profiler_ns") or calls.get(s["index"], {}).get("profiled"))
+    }
+
+
+def cost_vs_plain_loop(runs: int, backend: str) -> dict[str, Any]:
+    """`tcx cost` on the nanoGPT-style loop: its train step time against the same program's own timed
+    loop run plainly (interleaved with it, in alternating order), and against the program's own clock of
+    the same steps in tcx's run; its speedup interval against a plain eager-vs-compiled comparison."""
+    rel = str((PROGRAMS / "cost" / "nano_train.py").relative_to(ROOT))
+    args = ["--backend", backend] if backend != "inductor" else []
+    plain: list[float] = []
+    eager: list[float] = []
+    tcx_runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="tcx-bench-cost-") as tmp:
+        env = {**base_env(), "TORCHINDUCTOR_CACHE_DIR": str(Path(tmp) / "cache")}
+        times = Path(tmp) / "times.jsonl"
+
+        def plain_run(argv: list[str]) -> float:
+            subprocess.run(
+                argv, cwd=ROOT, env={**env, "COST_TIMES": str(times)}, check=True, capture_output=True
+            )
+            steps = own_train_steps(times)
+            times.unlink()
+            return statistics.median(steps.values())
+
+        def tcx_run() -> dict[str, Any]:
+            argv = [*tcx_argv(), "cost", rel, "--budget", "0", "--format", "json", "--no-save", "--", *args]
+            proc = subprocess.run(
+                argv, cwd=ROOT, env={**env, "COST_TIMES": str(times)}, capture_output=True, text=True
+            )
+            if proc.returncode != 0:
+                raise BenchError(f"tcx cost {rel}: exit code {proc.returncode}\n{proc.stderr[-2000:]}")
+            doc = json.loads(proc.stdout)
+            own = own_train_steps(times)  # the last line: the recorded run (the eager run wrote first)
+            times.unlink()
+            ours = tcx_timed_steps(doc)
+            same = [i for i in ours if i in own]
+            train = next(g for g in doc["steps"] if g["mode"] == "grad")
+            return {
+                "step_ms": train["step_ms_interval"]["median"] if train["step_ms_interval"] else None,
+                "steps": train["timed_steps"],
+                "same_steps_tcx_ms": statistics.median(ours[i] for i in same) if same else None,
+                "same_steps_program_ms": statistics.median(own[i] for i in same) if same else None,
+                "speedup_interval": train["speedup_interval"],
+                "speedup_note": train["speedup_note"],
+            }
+
+        for i in range(runs):
+            order = ("plain", "eager", "tcx") if i % 2 == 0 else ("tcx", "eager", "plain")
+            for what in order:
+                if what == "plain":
+                    plain.append(plain_run([PYTHON, rel, *args]))
+                elif what == "eager":
+                    eager.append(plain_run([PYTHON, rel, "--no-compile"]))
+                else:
+                    tcx_runs.append(tcx_run())
+            print(
+                f"  run {i + 1}/{runs}  plain {plain[-1]:.2f} ms, eager {eager[-1]:.2f} ms, tcx cost "
+                f"{tcx_runs[-1]['step_ms']} ms per train step",
+                file=sys.stderr,
+                flush=True,
+            )
+    step = statistics.median(r["step_ms"] for r in tcx_runs if r["step_ms"] is not None)
+    plain_step, plain_eager = statistics.median(plain), statistics.median(eager)
+    ratio = step / plain_step
+    same = [r for r in tcx_runs if r["same_steps_tcx_ms"] and r["same_steps_program_ms"]]
+    same_ratio = (
+        statistics.median(r["same_steps_tcx_ms"] / r["same_steps_program_ms"] for r in same) if same else None
+    )
+    intervals = [r["speedup_interval"] for r in tcx_runs if r["speedup_interval"]]
+    plain_speedup = plain_eager / plain_step
+    covered = [i["low"] <= plain_speedup <= i["high"] for i in intervals]
+    return {
+        "name": "cost step vs plain loop",
+        "what": f"cost/nano_train.py ({backend}): tcx cost's train step (median of {runs} runs' medians) vs "
+        f"the program's own perf_counter loop run plainly ({runs} runs, interleaved)",
+        "backend": backend,
+        "tcx_step_ms": round(step, 3),
+        "plain_step_ms": round(plain_step, 3),
+        "plain_step_ms_runs": [round(x, 3) for x in plain],
+        "tcx_step_ms_runs": [r["step_ms"] for r in tcx_runs],
+        "ratio": round(ratio, 4),
+        "same_steps_ratio": None if same_ratio is None else round(same_ratio, 4),
+        "goal_ratio": GOAL_STEP_RATIO,
+        "ok": 1 / GOAL_STEP_RATIO <= ratio <= GOAL_STEP_RATIO,
+        "plain_eager_step_ms": round(plain_eager, 3),
+        "plain_speedup": round(plain_speedup, 4),
+        "speedup_intervals": intervals,
+        "speedup_covered": covered,
+        "speedup_ok": bool(covered) and all(covered),
+        "tcx_runs": tcx_runs,
+    }
 
 
 def cost_capture_cost(runs: int) -> dict[str, Any]:
@@ -1040,6 +1192,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         results["calls_capture"] = calls_capture_cost(args.runs)
         print("cost capture (tcx cost vs tcx explain) ...", file=sys.stderr, flush=True)
         results["cost_capture"] = cost_capture_cost(args.runs)
+        backend = "aot_eager" if args.skip_inductor else "inductor"
+        print(f"cost step vs a plain timed loop (nano_train, {backend}) ...", file=sys.stderr, flush=True)
+        results["cost_step"] = cost_vs_plain_loop(args.runs, backend)
         if not args.skip_inductor:
             print("warm start (tcx cache vs the program twice) ...", file=sys.stderr, flush=True)
             results["cache_vs_two_runs"] = cache_vs_two_runs(args.runs)

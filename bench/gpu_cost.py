@@ -1,14 +1,19 @@
 """Run on a machine with an NVIDIA GPU: `tcx cost`'s per-kernel times and bandwidth against torch.profiler.
 
-    python bench/gpu_cost.py OUT_DIR [pointwise softmax matmul tiny_llama]
+    python bench/gpu_cost.py OUT_DIR [pointwise softmax matmul tiny_llama nano_train]
 
-For each workload (fixtures/programs/cost/gpu/) it runs `tcx cost PROGRAM --format json` with
-TCX_COST_PROFILER_EXPORT set, so the recorder also writes torch.profiler's OWN output for every call
-it profiled (its Chrome trace and its key_averages table) — the same run, the same calls. Then:
+For each workload (fixtures/programs/cost/gpu/, and the nanoGPT-style training loop
+fixtures/programs/cost/nano_train.py on cuda) it runs `tcx cost PROGRAM --format json` with
+TCX_COST_PROFILER_EXPORT set, so the recorder also writes torch.profiler's OWN output for every step
+it profiled (its Chrome trace and its key_averages table) — the same run, the same steps. Then:
 
-- every device kernel of those calls, by name: tcx's time per call (`own_ms_per_call` of the row that
-  launched it) against the profiler's (its trace's `kernel` events of that name, summed per call and
-  averaged over the same calls, read here with json alone); within 10% passes;
+- every device kernel name of those steps: tcx's device time per step (the `device_kernels` of every
+  breakdown row, summed by name: Triton kernels, cuBLAS/cuDNN kernels of extern calls, kernels a
+  CUDA-graph replay ran) against the profiler's (its trace's `kernel` events of that name, summed per
+  step and averaged over the same steps, read here with json alone); within 10% passes;
+- each row's device time and launch cost apart (`own_ms_per_step`, `launch_ms_per_step`), the device's
+  busy share of a step and whether tcx calls the run launch-bound (nano_train: a tiny model on a big
+  GPU), the matmul's extern row (mode="max-autotune" replays it from a CUDA graph) with its FLOP rate;
 - the bytes and FLOPs tcx counts against the figures counted by hand from the shapes: the pointwise
   kernel reads two and writes one 2**28 float32 tensor (3 * 2**28 * 4 bytes), the softmax reads and
   writes one 8192x8192 float32 matrix (2 * 8192**2 * 4), the matmul does 2 * 8192**3 FLOPs; and the
@@ -35,8 +40,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "fixtures" / "programs" / "cost" / "gpu"
-WORKLOADS = ("pointwise", "softmax", "matmul", "tiny_llama")
+WORKLOADS = ("pointwise", "softmax", "matmul", "tiny_llama", "nano_train")
 FILES = {"tiny_llama": "llama.py"}  # (not tiny_llama.py: it imports fixtures/programs/models/tiny_llama.py)
+PROGRAM_ARGS = {"nano_train": ["--", "--device", "cuda"]}
+PATHS = {"nano_train": ROOT / "fixtures" / "programs" / "cost" / "nano_train.py"}
 TOLERANCE = 0.10
 MAX_TAR = 16 * 1024 * 1024
 # What each kernel moves or computes per call, counted by hand from the program's shapes.
@@ -52,11 +59,12 @@ def tcx_cost(name: str, work: Path, timeout: float) -> dict[str, Any]:
     folder = work / name
     folder.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "TCX_COST_PROFILER_EXPORT": str(folder / "profiler"), "NO_COLOR": "1"}
-    argv = [sys.executable, "-m", "tcx", "cost", str(PROGRAMS / FILES.get(name, f"{name}.py")), "--no-save"]
-    argv += ["--save", str(folder / "run.tcx"), "--timeout", str(timeout)]
+    program = PATHS.get(name) or PROGRAMS / FILES.get(name, f"{name}.py")
+    argv = [sys.executable, "-m", "tcx", "cost", str(program), "--no-save"]
+    argv += ["--save", str(folder / "run.tcx"), "--timeout", str(timeout), "--budget", "0"]
     started = time.monotonic()
     proc = subprocess.run(
-        [*argv, "--format", "json", "--trace", str(folder / "trace.json")],
+        [*argv, "--format", "json", "--trace", str(folder / "trace.json"), *PROGRAM_ARGS.get(name, [])],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -83,8 +91,8 @@ def tcx_cost(name: str, work: Path, timeout: float) -> dict[str, Any]:
 
 
 def profiler_kernels(folder: Path, calls: list[int]) -> tuple[dict[str, float], dict[str, float], str]:
-    """Per kernel name: the profiler's device time per call (ms) and launches per call, averaged over
-    `calls`; and the profiler's own table of the first of them."""
+    """Per kernel name: the profiler's device time per step (ms) and launches per step, averaged over
+    the profiled steps `calls`; and the profiler's own table of the first of them."""
     per_name: dict[str, float] = {}
     launches: dict[str, float] = {}
     used = 0
@@ -107,34 +115,53 @@ def profiler_kernels(folder: Path, calls: list[int]) -> tuple[dict[str, float], 
 
 
 def compare(run: dict[str, Any], work: Path) -> dict[str, Any]:
-    """tcx's kernel rows against the profiler's kernels of the same calls, and the hand counts."""
+    """tcx's kernel rows against the profiler's kernels of the same steps, and the hand counts."""
     doc = run["doc"]
-    function = (doc.get("functions") or [{}])[0]
-    calls = function.get("profiled_calls") or []
+    group = (doc.get("steps") or [{}])[0]
+    calls = group.get("profiled_steps") or []
     profiler_ms, profiler_launches, table = profiler_kernels(work / run["name"] / "profiler", calls)
-    rows = [r for r in doc.get("breakdown", []) if r.get("own_ms_per_call") is not None]
+    ours: dict[str, float] = {}
+    our_launches: dict[str, float] = {}
+    for row in group.get("breakdown", []):
+        for name, k in (row.get("device_kernels") or {}).items():
+            ours[name] = ours.get(name, 0.0) + k["ms_per_step"]
+            our_launches[name] = our_launches.get(name, 0.0) + k["launches_per_step"]
+    by_name = [
+        {
+            "name": name,
+            "tcx_ms": ours.get(name),
+            "profiler_ms": profiler_ms.get(name),
+            "tcx_launches": our_launches.get(name),
+            "profiler_launches": profiler_launches.get(name),
+            "agree": bool(ours.get(name) and profiler_ms.get(name))
+            and abs(ours[name] / profiler_ms[name] - 1) <= TOLERANCE,
+        }
+        for name in sorted(set(ours) | set(profiler_ms))
+    ]
     kernels = []
-    for row in rows:
-        names = row.get("detail") or ([row["name"]] if row["name"] in profiler_ms else [])
-        names = [n for n in names if n in profiler_ms]
-        if not names:
+    for row in group.get("breakdown", []):
+        if row.get("own_ms_per_step") is None or not row.get("device_kernels"):
             continue
-        theirs = sum(profiler_ms[n] for n in names)
-        ours = row["own_ms_per_call"]
+        names = list(row["device_kernels"])
+        theirs = sum(profiler_ms.get(n, 0.0) for n in names)
         gpu = row.get("gpu") or {}
         kernels.append(
             {
                 "part": row["part"],
+                "phase": row.get("phase"),
                 "name": row["name"],
+                "site": row.get("site"),
+                "user_line": row.get("user_line"),
+                "replayed": row.get("replayed"),
                 "device_kernels": names,
-                "tcx_ms": ours,
+                "tcx_ms": row["own_ms_per_step"],
+                "launch_ms": row.get("launch_ms_per_step"),
                 "profiler_ms": theirs,
-                "ratio": ours / theirs if theirs else None,
-                "agree": bool(theirs) and abs(ours / theirs - 1) <= TOLERANCE,
-                "tcx_launches": row.get("launches_per_call"),
-                "profiler_launches": sum(profiler_launches[n] for n in names),
+                "agree": bool(theirs) and abs(row["own_ms_per_step"] / theirs - 1) <= TOLERANCE,
+                "tcx_launches": row.get("launches_per_step"),
                 "tcx_bytes": gpu.get("bytes"),
                 "tcx_flops": gpu.get("flops"),
+                "flops_from": gpu.get("flops_from"),
                 "tcx_bandwidth_tb_s": (gpu.get("bandwidth_bytes_s") or 0) / 1e12 or None,
                 "tcx_tflop_s": (gpu.get("flops_s") or 0) / 1e12 or None,
                 "share_of_peak": gpu.get("share_of_peak"),
@@ -144,18 +171,23 @@ def compare(run: dict[str, Any], work: Path) -> dict[str, Any]:
         )
     out: dict[str, Any] = {
         "name": run["name"],
-        "profiled_calls": calls,
-        "call_ms": doc.get("call_ms"),
-        "eager_call_ms": doc.get("eager_call_ms"),
+        "profiled_steps": calls,
+        "step_ms": doc.get("step_ms"),
+        "step_ms_interval": doc.get("step_ms_interval"),
+        "eager_step_ms": doc.get("eager_step_ms"),
         "speedup": doc.get("speedup"),
+        "speedup_interval": doc.get("speedup_interval"),
+        "speedup_note": doc.get("speedup_note"),
+        "launch_bound": group.get("launch_bound"),
         "gpu": doc.get("gpu"),
+        "by_name": by_name,
         "kernels": kernels,
-        "profiler_kernels_not_in_tcx": sorted(
-            set(profiler_ms) - {n for k in kernels for n in k["device_kernels"]}
-        ),
         "profiler_table": table,
         "top_findings": [
-            {k: f.get(k) for k in ("kind", "title", "site", "ms_per_call", "share", "remedy")}
+            {
+                k: f.get(k)
+                for k in ("kind", "title", "site", "unit", "ms_per_step", "seconds", "share", "remedy")
+            }
             for f in doc.get("findings", [])[:8]
         ],
     }
@@ -207,20 +239,31 @@ def summary_text(results: dict[str, Any]) -> str:
             continue
         c = w["comparison"]
         lines.append(
-            f"   call {c['call_ms']} ms, eager {c['eager_call_ms']} ms, speedup {c['speedup']}; "
-            f"profiled calls {c['profiled_calls']}"
+            f"   step {c['step_ms']} ms, eager {c['eager_step_ms']} ms, speedup {c['speedup']} "
+            f"({c['speedup_note'] or 'shown'}); profiled steps {c['profiled_steps']}; launch-bound "
+            f"{json.dumps(c['launch_bound'])}"
         )
-        for k in c["kernels"]:
+        lines.append("   by kernel name, device ms per step (tcx / profiler):")
+        for k in c["by_name"]:
             mark = "ok  " if k["agree"] else "DIFF"
             lines.append(
-                f"   {mark} {k['part']:<7} {k['name'][:60]:<60} tcx {k['tcx_ms']:.4f} ms  profiler "
-                f"{k['profiler_ms']:.4f} ms  launches {k['tcx_launches']}/{k['profiler_launches']}"
+                f"   {mark} {k['name'][:70]:<70} {k['tcx_ms'] or 0:.4f} / {k['profiler_ms'] or 0:.4f}  "
+                f"launches {k['tcx_launches']}/{k['profiler_launches']}"
             )
-        if c["profiler_kernels_not_in_tcx"]:
-            lines.append(f"   profiler kernels tcx did not attribute: {c['profiler_kernels_not_in_tcx']}")
+        lines.append("   rows (device time, launch cost, rate):")
+        for k in c["kernels"][:30]:
+            rate = f"{k['tcx_tflop_s']:.1f} TFLOP/s" if k["tcx_tflop_s"] else ""
+            rate += f" {k['tcx_bandwidth_tb_s']:.2f} TB/s" if k["tcx_bandwidth_tb_s"] else ""
+            line = (k.get("user_line") or {}).get("line")
+            lines.append(
+                f"   {k['part']:<7} {k['phase'] or '':<9} {k['name'][:40]:<40} site {k['site']} line {line} "
+                f"device {k['tcx_ms']:.4f} launch {k['launch_ms'] or 0:.4f} ms {rate}"
+                + (" (CUDA-graph replay)" if k["replayed"] else "")
+            )
         if c.get("hand_counted"):
             lines.append(f"   hand-counted: {json.dumps(c['hand_counted'])}")
-        lines.append("   torch.profiler's own table (first profiled call):")
+        lines.append("   first findings: " + json.dumps(c["top_findings"][:4]))
+        lines.append("   torch.profiler's own table (first profiled step):")
         lines += ["   " + ln for ln in c["profiler_table"].splitlines()]
         lines.append("")
     return "\n".join(lines)

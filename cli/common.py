@@ -22,15 +22,17 @@ def console(params: dict[str, Any]) -> Any:
     return make_console(color=color, width=params.get("width"))
 
 
-def load(params: dict[str, Any], fresh_compile: bool = False, capture: tuple[str, ...] = ()) -> Any:
+def load(
+    params: dict[str, Any], fresh_compile: bool = False, capture: tuple[str, ...] = (), extend: Any = None
+) -> Any:
     """TARGET's model: a recording or log read, or the program run as it runs (see
     `build_run_options`); `fresh_compile` turns the compile caches off for views that must see
-    every stage compiled."""
+    every stage compiled; `extend` may append events to a live run's recording (cli/session.py)."""
     from tcx.cli.session import load as load_target
     from tcx.core.selectors import from_params
 
     opts = build_run_options(params, fresh_compile, capture)
-    loaded = load_target(params["target"], opts)
+    loaded = load_target(params["target"], opts, extend)
     loaded.selectors = from_params(params)  # --compile, --kernel, --rank: applied by selection()
     loaded.model.sources.user_roots = tuple(params.get("source_roots") or ())  # core/ingest/source_roots.py
     return loaded

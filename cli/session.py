@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tcx.core.errors import UsageError
@@ -29,15 +30,20 @@ class Loaded:
     selectors: Selectors = field(default_factory=Selectors)  # --compile, --kernel, --rank
 
 
-def load(target_text: str, opts: object | None = None) -> Loaded:
+# Called with a live run's recording and its model before the recording is kept: may append events
+# (tcx cost appends the timings of the program's other runs). The model is built again after it.
+Extend = Callable[[Path, RunModel], None]
+
+
+def load(target_text: str, opts: object | None = None, extend: Extend | None = None) -> Loaded:
     """Resolve TARGET and return its model; a program target is run under the recorder."""
     target = resolve_target(target_text)
     if isinstance(target, FileTarget):
         return Loaded(model_of(target), target.function)
-    return _record(target, opts)
+    return _record(target, opts, extend)
 
 
-def _record(target: ProgramTarget, opts: object | None) -> Loaded:
+def _record(target: ProgramTarget, opts: object | None, extend: Extend | None = None) -> Loaded:
     from tcx.core.run import driver
 
     opts = opts or driver.RunOptions()
@@ -62,6 +68,8 @@ def finish_live(target: ProgramTarget, run: Any, opts: Any, slot: LastRun | None
     try:
         attach_children(run.path, run.workdir / "children")
         model = build_model(load_recording(run.path), "live")
+        if extend is not None:
+            extend(run.path, model)
         files = [f.file for b in model.graph_breaks for f in b.user_stack if frame_origin(f.file) == "user"]
         files += [target.script] if target.script else []
         driver.attach_sources(run.path, files)

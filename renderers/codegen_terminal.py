@@ -165,9 +165,12 @@ def render_wrapper(w: Wrapper, console: Console) -> None:
     rows = [(Text(clean(", ".join(w.inputs)) + " = args", style="muted"), "inputs")]
     for s in w.steps:
         note = s.note
-        if s.kind in ("launch", "extern", "fallback"):
-            what = "generated kernel" if s.kind == "launch" else "extern call (vendor library / ATen)"
-            note = what + (f" · {', '.join(s.source_nodes)}" if s.source_nodes else "")
+        if s.kind == "launch":
+            note = "generated kernel" + (f" · {', '.join(s.source_nodes)}" if s.source_nodes else "")
+            note += f" · {', '.join(s.aten)}" if s.aten else ""
+        elif s.kind in ("extern", "fallback"):  # its own node and line first: the sources are its inputs too
+            note = "extern call (vendor library / ATen)" + (f" · {s.note}" if s.note else "")
+            note += f" · source nodes {', '.join(s.source_nodes)}" if s.source_nodes else ""
             note += f" · {', '.join(s.aten)}" if s.aten else ""
         elif s.kind == "return":
             note = "returns " + ", ".join(s.buffers)

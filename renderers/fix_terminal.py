@@ -6,6 +6,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from tcx.core.cost.stats import seconds_text
 from tcx.core.fix.verify import ORDER_BASIS, Figures, FixReport, Outcome
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
@@ -14,7 +15,7 @@ FIGURES = (
     ("graph_breaks", "graph breaks"),
     ("graphs", "graphs"),
     ("recompiles", "recompiles"),
-    ("compile_s", "compile s"),
+    ("compile_s", "compile"),
     ("call_ms", "ms/call"),
 )
 
@@ -72,7 +73,7 @@ def _outcome(number: int, o: Outcome, before: Figures, console: Console) -> None
         mark = Text("– not run  ", style="muted")
     head = Text(f"{number}. " if number else "") + mark + Text(f"[{r.kind}] ", style="muted")
     if r.findings and number and r.runnable:
-        head.append(f"(findings' compile s {r.cost_s}) ", style="muted")
+        head.append(f"(findings' compile {seconds_text(r.cost_s)}) ", style="muted")
     changes = r.change.splitlines() or [""]
     console.print(head + Text(clean(changes[0])))
     for change in changes[1:]:
@@ -103,17 +104,20 @@ def _figures(before: Figures, after: Figures | None = None) -> Text:
         old = getattr(before, key)
         out.append(f"{label} ", style="muted")
         if after is None:
-            out.append(_value(old))
+            out.append(_value(old, key))
         else:
             new = getattr(after, key)
             changed = old != new and key in ("graph_breaks", "graphs", "recompiles")
             style = ("good" if new < old else "bad") if changed else ""
-            out.append(f"{_value(old)} → {_value(new)}", style=style)
+            out.append(f"{_value(old, key)} → {_value(new, key)}", style=style)
         out.append("   ")
     calls = [before.steady_calls, *([after.steady_calls] if after else [])]
     out.append(f"(ms/call: median of {' → '.join(map(str, calls))} steady calls)", style="muted")
     return out
 
 
-def _value(value: float | int | None) -> str:
-    return "—" if value is None else str(value)
+def _value(value: float | int | None, key: str = "") -> str:
+    """A figure as printed: compile seconds with the two digits a noisy time supports."""
+    if value is None:
+        return "—"
+    return seconds_text(float(value)) if key == "compile_s" else str(value)

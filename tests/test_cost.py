@@ -1,6 +1,8 @@
 """`tcx cost`: real runs on the CPU (torch 2.13), checked against torch's own TORCH_TRACE log of the same
 run (break sites, compile ids, compile times, kernels in the output code) and against the program's own
 timing of the same calls (each fixture times its calls with time.perf_counter when COST_TIMES is set).
+These programs have no backward: a step is one call to the next (tests/test_cost_steps.py has the
+training loop).
 
 Three programs, each run once per module: a step that spends most of its time in a function Dynamo
 skips (aot_eager, the eager run too), a function that recompiles every third call (eager backend), one
@@ -29,12 +31,15 @@ def source_line(program: Path, marker: str) -> int:
 
 
 def cost_run(folder: Path, program: Path, *extra: str) -> dict:
-    """`tcx cost PROGRAM --format json`, with torch's TORCH_TRACE log and the program's own timings."""
+    """`tcx cost PROGRAM --format json --budget 0` (each run once: the repeats within a budget are
+    tests/test_cost_steps.py's), with torch's TORCH_TRACE log and the program's own timings."""
     proc = run_tcx(
         "cost",
         str(program),
         "--format",
         "json",
+        "--budget",
+        "0",
         "--save",
         str(folder / "run.tcx"),
         *extra,
@@ -87,7 +92,8 @@ def test_the_top_finding_is_the_skipped_function_break_with_most_of_the_call(ski
     top = doc["findings"][0]
     assert top["kind"] == "graph_break"
     assert (Path(top["site"]["file"]).name, top["site"]["line"]) == ("skipped_function.py", line)
-    assert top["share"] > 0.5  # most of the call ran eagerly in the skipped function
+    assert top["share"] > 0.5  # most of the step ran eagerly in the skipped function
+    assert top["unit"] == "per_step"
     eager = [r for r in doc["breakdown"] if r["part"] == "eager"]
     assert eager and eager[0]["compile_id"] in top["compile_ids"] and eager[0]["user_line"]["line"] == line
     # the break's region is the compile torch logged the break in
@@ -103,47 +109,68 @@ def test_the_top_finding_is_the_skipped_function_break_with_most_of_the_call(ski
     assert any(d.startswith("aten::matmul ×60") for d in eager[0]["detail"]), eager[0]["detail"]
 
 
-def profiled_walls(function: dict) -> list[float]:
-    """The wall time of each profiled call, as the call was timed (perf_counter around it)."""
-    walls = {c["index"]: c["ms"] for c in function["call_times"]}
-    return [walls[i] for i in function["profiled_calls"]]
+def timed_steps(group: dict) -> list[dict]:
+    """The steps the figures come from: steady, timed without the profiler."""
+    return [s for s in group["step_times"] if not s["warmup"] and not s["profiled"] and s["run"] == 0]
 
 
-def test_the_parts_add_up_to_the_measured_calls(skipped: dict) -> None:
+def clean_own(doc: dict, own: list[float], steps: list[dict]) -> list[tuple[float, float]]:
+    """(tcx's ms, the program's own ms) of the same steps; the program's own timing of a step that
+    began where tcx read or started a profile includes tcx's profiler work (tcx leaves it out)."""
+    calls = {c["index"]: c for c in doc["functions"][0]["call_times"]}
+    pairs = []
+    for s in steps:
+        call = calls.get(s["index"])
+        if call and not call["profiler_ns"] and not call["profiled"]:
+            pairs.append((s["ms"], own[s["index"]] * 1000))
+    return pairs
+
+
+def test_the_parts_add_up_to_the_measured_steps(skipped: dict) -> None:
     doc = skipped["doc"]
-    (function,) = doc["functions"]
-    parts = sum(r["ms_per_call"] for r in doc["breakdown"])
-    assert parts == pytest.approx(function["profiled_call_ms"], rel=1e-3)  # attribution loses no time
-    walls = profiled_walls(function)
-    assert len(walls) >= 2
-    # the profiler's clock and the call's own timing of the same calls
-    assert within(parts, sum(walls) / len(walls), 1.10)
+    (group,) = doc["steps"]
+    parts = sum(r["ms_per_step"] for r in doc["breakdown"])
+    assert parts == pytest.approx(group["profiled_step_ms"], rel=1e-3)  # attribution loses no time
+    profiled = [s["ms"] for s in group["step_times"] if s["profiled"] and not s["warmup"]]
+    assert len(profiled) >= 2
+    # the profiler's clock and tcx's own timing of the same steps (the profiler's work left out of both)
+    assert within(parts, sum(profiled) / len(profiled), 1.25)
 
 
-def test_call_and_eager_times_agree_with_the_program_timing_the_same_calls(skipped: dict) -> None:
+def test_step_and_eager_times_agree_with_the_program_timing_the_same_calls(skipped: dict) -> None:
     doc = skipped["doc"]
-    compared = doc["compared_calls"]
-    assert len(compared) >= 3 and 0 not in compared  # call 0 compiled: warm-up, left out
+    (group,) = doc["steps"]
     (function,) = doc["functions"]
-    assert [w["index"] for w in function["warmup_calls"]] == [0]
-    assert not set(compared) & set(function["profiled_calls"])  # timed without the profiler
-    compiled = own_seconds(skipped, "default")
+    assert [w["index"] for w in function["warmup_calls"]] == [0]  # call 0 compiled: warm-up, left out
+    timed = timed_steps(group)
+    assert len(timed) >= 8 and 0 not in {s["index"] for s in timed}
+    pairs = clean_own(doc, own_seconds(skipped, "default"), timed)
+    assert len(pairs) >= 5
+    assert within(median([a for a, _ in pairs]), median([b for _, b in pairs]), 1.10)
+    assert doc["step_ms_interval"]["low"] <= doc["step_ms"] <= doc["step_ms_interval"]["high"]
     eager = own_seconds(skipped, "force_eager")
-    assert within(doc["call_ms"], median([compiled[i] * 1000 for i in compared]), 2.0)
-    assert within(doc["eager_call_ms"], median([eager[i] * 1000 for i in compared]), 2.0)
-    assert doc["speedup"] == pytest.approx(doc["eager_call_ms"] / doc["call_ms"], rel=0.5)
+    eager_steps = group["eager_step_times"]
+    assert {s["index"] for s in eager_steps} <= {s["index"] for s in group["step_times"] if not s["warmup"]}
+    ours = median([s["ms"] for s in eager_steps])
+    assert within(ours, median([eager[s["index"]] * 1000 for s in eager_steps]), 1.25)
+    interval = doc["speedup_interval"]
+    assert interval["count"] >= 8 and interval["low"] <= interval["median"] <= interval["high"]
+    assert interval["median"] == pytest.approx(ours / median([s["ms"] for s in timed]), rel=1e-6)
+    if doc["speedup"] is None:  # shown only when its interval does not cover 1.0
+        assert interval["low"] <= 1.0 <= interval["high"] and "covers 1.0" in doc["speedup_note"]
 
 
 def test_the_trace_labels_regions_eager_stretches_and_the_break(skipped: dict) -> None:
     trace = json.loads((skipped["folder"] / "trace.json").read_text())
     spans = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     names = [e["name"] for e in spans]
-    call = next(e for e in spans if e["name"] == "call")
+    assert "call" in names
+    call = next(e for e in spans if e["name"] == "step")
     assert any(n.startswith("compiled region ") for n in names)
     assert any(n.startswith("guards: Dynamo cache lookup") for n in names)
     stretch = [e for e in spans if e["name"].startswith("eager: Skip calling")]
     assert stretch and stretch[0]["cat"] == "eager"
-    for e in spans:  # every span inside the call it belongs to
+    for e in spans:  # every span inside the step it belongs to
         assert call["ts"] <= e["ts"] and e["ts"] + e["dur"] <= call["ts"] + call["dur"] + 1e-3
 
 
@@ -153,7 +180,7 @@ def test_explain_and_check_use_the_measurement(skipped: dict) -> None:
     assert explained.returncode == 0, explained.stderr
     site = json.loads(explained.stdout)["graph_breaks"][0]
     top = skipped["doc"]["findings"][0]
-    assert site["measured_ms_per_call"] == pytest.approx(top["ms_per_call"], rel=1e-6)
+    assert site["measured_ms_per_step"] == pytest.approx(top["ms_per_step"], rel=1e-6)
     failed = run_tcx("check", recording, "--max-call-ms", "0.001")
     assert failed.returncode == 1, failed.stderr
     assert "skipped_function.py:" in failed.stdout and "--max-call-ms" in failed.stdout
@@ -172,7 +199,7 @@ def test_the_report_ranks_by_the_measurement_and_draws_the_chart(skipped: dict, 
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     first = report["problems"][0]
-    assert first["kind"] == "graph break" and first["ms_per_call"] == pytest.approx(top["ms_per_call"])
+    assert first["kind"] == "graph break" and first["ms_per_step"] == pytest.approx(top["ms_per_step"])
     assert report["cost"]["schema"] == "tcx.cost/1"
     page = tmp_path / "report.html"
     proc = run_tcx("report", recording, "--format", "html", "-o", str(page))
@@ -189,7 +216,7 @@ def recompiling(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return cost_run(tmp_path_factory.mktemp("recompiling"), COST / "recompile_every_few.py", "--no-eager")
 
 
-def test_recompiles_cost_their_compile_time_spread_over_the_calls(recompiling: dict) -> None:
+def test_recompiles_in_steady_state_cost_what_they_add_to_their_steps(recompiling: dict) -> None:
     doc = recompiling["doc"]
     records = torch_trace_records(recompiling["folder"] / "torch_trace")
     recompiled = {
@@ -204,15 +231,24 @@ def test_recompiles_cost_their_compile_time_spread_over_the_calls(recompiling: d
     }
     assert len(recompiled) == 4  # batch sizes 8, 16, 24, 32, 40: four recompiles
     finding = next(f for f in doc["findings"] if f["kind"] == "recompile")
-    assert set(finding["compile_ids"]) == recompiled
-    assert doc["calls"] == 15
-    expected = sum(seconds[c] for c in recompiled) * 1000 / 15
-    assert finding["ms_per_call"] == pytest.approx(expected, rel=1e-6)
+    assert set(finding["compile_ids"]) == recompiled and finding["unit"] == "per_step"
     assert "mark_dynamic" in (finding["remedy"] or "")  # the recompiles view's fix
-    assert doc["findings"][0]["kind"] == "recompile"  # ms of compile per call outweigh a steady call
-    # the calls that compiled are the warm-up: one per compile id torch logged
+    assert doc["findings"][0]["kind"] == "recompile"  # what they add outweighs a steady step
+    # what they add, computed here from the steps: each recompiling step over the steady median,
+    # spread over the steps
+    (group,) = doc["steps"]
+    steps = group["step_times"]
+    steady = median([s["ms"] for s in steps if not s["warmup"] and not s["profiled"]])
+    hit = [s for s in steps if set(c.rsplit(" ", 1)[-1] for c in s["compiled"]) & recompiled]
+    assert len(hit) == 4
+    added = sum(max(0.0, s["ms"] - steady) for s in hit)
+    assert finding["ms_per_step"] == pytest.approx(added / len(steps), rel=1e-6)
+    # the first compile is a one-time cost, listed as expected, never per step
+    first = next(f for f in doc["findings"] if f["compile_ids"] == ["0/0"])
+    assert first["unit"] == "once" and first["expected"] and first["seconds"] == pytest.approx(seconds["0/0"])
     (function,) = doc["functions"]
-    assert len(function["warmup_calls"]) == len(seconds) == 5
+    assert function["calls"] == 15
+    assert len(function["warmup_calls"]) == len(seconds) == 5  # one call compiled per compile id torch logged
     share = sum(seconds[c] for c in recompiled) / sum(seconds.values())
     assert doc["recompile_share"] == pytest.approx(share)
 
@@ -226,7 +262,7 @@ def kernels(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 
 @pytest.mark.inductor
-def test_each_generated_kernel_is_a_row_with_its_launches_per_call(kernels: dict) -> None:
+def test_each_generated_kernel_is_a_row_with_its_launches_per_step(kernels: dict) -> None:
     doc = kernels["doc"]
     records = torch_trace_records(kernels["folder"] / "torch_trace")
     codes = [p for name, _, p in records if name == "inductor_output_code"]
@@ -237,29 +273,27 @@ def test_each_generated_kernel_is_a_row_with_its_launches_per_call(kernels: dict
     rows = {r["name"]: r for r in doc["breakdown"] if r["part"] == "kernel"}
     assert set(rows) == defined and len(defined) >= 3
     for name, row in rows.items():
-        assert row["launches_per_call"] == len(re.findall(rf"\b{name}\(", call_body)), name
+        assert row["launches_per_step"] == len(re.findall(rf"\b{name}\(", call_body)), name
         assert row["user_line"] and Path(row["user_line"]["file"]).name == "small_kernels.py"
-    externs = {r["name"]: r for r in doc["breakdown"] if r["part"] == "extern"}
+    # each extern mm is its own row, at its own node and line (the matmul, not its input chain)
+    mms = [r for r in doc["breakdown"] if r["part"] == "extern" and r["name"] == "aten::mm"]
     mm_calls = len(re.findall(r"extern_kernels\.mm\(", call_body))
-    assert externs["aten::mm"]["launches_per_call"] == mm_calls == 4
+    assert len(mms) == mm_calls == 4 and all(r["launches_per_step"] == 1 for r in mms)
+    assert len({r["site"] for r in mms}) == 4
+    line = source_line(COST / "small_kernels.py", "x @ w")
+    assert {r["user_line"]["line"] for r in mms} == {line}
 
 
 @pytest.mark.inductor
-def test_many_small_kernels_add_up_to_the_calls_the_program_timed(kernels: dict) -> None:
+def test_many_small_kernels_add_up_to_the_steps_the_program_timed(kernels: dict) -> None:
     doc = kernels["doc"]
-    (function,) = doc["functions"]
-    parts = sum(r["ms_per_call"] for r in doc["breakdown"])
-    walls = profiled_walls(function)
-    assert within(parts, sum(walls) / len(walls), 1.10)
-    own = own_seconds(kernels, "default")
-    assert within(doc["call_ms"], median([own[i] * 1000 for i in function_timed(function)]), 2.0)
+    (group,) = doc["steps"]
+    parts = sum(r["ms_per_step"] for r in doc["breakdown"])
+    assert parts == pytest.approx(group["profiled_step_ms"], rel=1e-3)
+    pairs = clean_own(doc, own_seconds(kernels, "default"), timed_steps(group))
+    assert len(pairs) >= 5
+    assert within(median([a for a, _ in pairs]), median([b for _, b in pairs]), 1.10)
     assert doc["gpu"] is None and any("need a GPU" in n for n in doc["notes"])
-
-
-def function_timed(function: dict) -> list[int]:
-    profiled = set(function["profiled_calls"])
-    warm = {w["index"] for w in function["warmup_calls"]}
-    return [i for i in range(function["calls"]) if i not in profiled | warm]
 
 
 # --- input that holds no measurement ------------------------------------------------------------------

@@ -84,6 +84,7 @@ def explain_call(call: Call, ctx: RemedyContext) -> None:
         return
     g = call.failed_guards[0]
     call.cause = CAUSES.get(g.kind, CAUSES["other"])
+    call.expected = expected_reason(call, g, ctx)
     if g.kind == "shape":
         call.cause, call.remedy = _shape(call, g, ctx)
     else:
@@ -317,9 +318,23 @@ def _remedy(call: Call, g: FailedGuard, ctx: RemedyContext) -> str:
     return "See the failing guard; keep what it checks constant across calls."
 
 
+def _state_changes(call: Call, g: FailedGuard, ctx: RemedyContext) -> list[str]:
+    old, new = ctx.states.get(g.entry, {}), ctx.states.get(call.compile_id or "", {})
+    return [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+
+
+def expected_reason(call: Call, g: FailedGuard, ctx: RemedyContext) -> str | None:
+    """Why a recompile is expected, not a problem: only grad mode differs from the entry it missed
+    (training and evaluation under torch.no_grad() each get one entry of the frame). tcx cost lists it
+    as expected and tcx fix does not try to remove it."""
+    if g.kind == "global_state" and _state_changes(call, g, ctx) == ["grad_mode"]:
+        return "grad mode: training and evaluation each get one cache entry of the frame"
+    return None
+
+
 def _state_remedy(call: Call, g: FailedGuard, ctx: RemedyContext) -> str:
     old, new = ctx.states.get(g.entry, {}), ctx.states.get(call.compile_id or "", {})
-    changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    changed = _state_changes(call, g, ctx)
     if changed == ["grad_mode"]:
         return (
             f"Only grad mode differs from entry {g.entry} (grad_mode {old['grad_mode']} there, "

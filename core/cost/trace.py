@@ -1,8 +1,9 @@
-"""`tcx cost --trace FILE`: one profiled call as a Chrome trace (Perfetto and chrome://tracing open it).
+"""`tcx cost --trace FILE`: one profiled step as a Chrome trace (Perfetto and chrome://tracing open it).
 
-Pure and torch-free: the spans are the profiler's ranges of that call, named the way `tcx cost`
-attributes them (compiled regions, graphs, kernels and extern calls, Dynamo's guard evaluation, the
-eager stretches after each graph break, labelled with the break), plus the device's kernels per stream.
+Pure and torch-free: the spans are the profiler's ranges of that step, named the way `tcx cost`
+attributes them (the call, compiled regions, graphs, kernels and extern calls, Dynamo's guard
+evaluation, the eager stretches after each graph break, labelled with the break, the backward and
+its graphs, the optimizer step), plus the device's kernels per stream.
 """
 
 from __future__ import annotations
@@ -12,34 +13,30 @@ from typing import Any
 from tcx import __version__
 from tcx.core.cost.measurements import Cost
 from tcx.core.cost.profile import CallProfile
-from tcx.core.errors import UsageError
 from tcx.core.views.cost import ATTRIBUTION, SCHEMA
 
 PID = 1
 
 
 def representative(cost: Cost) -> CallProfile | None:
-    """The profiled call of the main function whose time is the median of its profiled calls."""
-    f = cost.primary
-    if f is None or not f.profiled:
+    """The profiled step of the headline step group whose time is the median of its profiled steps."""
+    s = cost.primary
+    if s is None or not s.profiled:
         return None
-    calls = sorted(f.profiled, key=lambda p: p.call_ns)
+    calls = sorted(s.profiled, key=lambda p: p.call_ns)
     return calls[(len(calls) - 1) // 2]
 
 
-def chrome_trace(cost: Cost) -> dict[str, Any]:
+def chrome_trace(cost: Cost) -> dict[str, Any] | None:
+    """The trace, or None when no step was profiled (nothing to draw)."""
     call = representative(cost)
     if call is None:
-        raise UsageError(
-            "--trace: no call was profiled in this run, so there is no call to draw.",
-            hint="A call is profiled once the program calls a compiled function after it compiled "
-            "(--profile-calls N sets how many).",
-        )
+        return None
     tracks = {"cpu": 0}
     for span in call.spans:
         tracks.setdefault(span.track, len(tracks))
     events: list[dict[str, Any]] = [
-        _meta("process_name", 0, {"name": f"tcx cost: {call.function} call #{call.index}"}),
+        _meta("process_name", 0, {"name": f"tcx cost: {call.function} step #{call.index}"}),
         *(_meta("thread_name", tid, {"name": _track_name(track)}) for track, tid in tracks.items()),
     ]
     ordered = sorted(call.spans, key=lambda s: (tracks[s.track], s.start_ns, -s.dur_ns))
@@ -64,7 +61,8 @@ def chrome_trace(cost: Cost) -> dict[str, Any]:
             "target": cost.model.target,
             "function": call.function,
             "call_index": call.index,
-            "call_ms": call.call_ns / 1e6,
+            "step_ms": call.call_ns / 1e6,
+            "whole_step": call.whole_step,
             "how_attributed": ATTRIBUTION,
         },
     }
@@ -76,5 +74,5 @@ def _meta(name: str, tid: int, args: dict[str, Any]) -> dict[str, Any]:
 
 def _track_name(track: str) -> str:
     if track == "cpu":
-        return "CPU: the call's thread"
+        return "CPU: the step's thread"
     return f"GPU stream {track.split(' ', 1)[1]}" if track.startswith("device ") else track

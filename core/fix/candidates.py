@@ -11,7 +11,8 @@ mechanical rewrites that fit its code, each run from a copy: a data-dependent `i
 helper Dynamo cannot trace decorated with `nonstrict_trace` / `allow_in_graph`
 (core/fix/helper_rewrite.py), a print moved after the compiled call (core/fix/print_rewrite.py, besides
 the config remedy); where none fits, what to write, not run. `suppress_errors` is listed, never run, when a
-compile failed: it hides failures, it fixes none.
+compile failed: it hides failures, it fixes none. A recompile the recompiles view calls expected (grad
+mode: training and evaluation each get an entry) is listed as expected and never run.
 
 The order (what `--max-runs` takes first) is the findings' cost in the baseline: each finding's
 compile seconds (`cost`, set by core/fix/verify.py from torch's compilation metrics), then its
@@ -121,7 +122,7 @@ class Finding:
 class Remedy:
     """One candidate: the finding it targets, the change as code, and how a run applies it."""
 
-    kind: str  # config | dynamism | code
+    kind: str  # config | dynamism | code | expected (listed, never run)
     change: str
     findings: list[Finding]
     config: list[dict[str, Any]] = field(default_factory=list)  # the fix capture's `config`
@@ -195,7 +196,37 @@ def candidates(
         by_change.setdefault(change, remedy)
     if compile_error:
         by_change["suppress_errors"] = _suppress_errors(compile_error)
+    expected = _expected(recompiles)
+    if expected is not None:
+        by_change[expected.change] = expected
     return list(by_change.values())
+
+
+def _expected(report: RecompileReport) -> Remedy | None:
+    """The recompiles the recompiles view calls expected, listed as nothing to try (never run)."""
+    calls = [c for c in report.calls if c.outcome == "recompile" and c.expected]
+    if not calls:
+        return None
+    findings = [
+        Finding(
+            "recompile",
+            f"expected recompile: {c.expected}",
+            c.file,
+            c.line,
+            c.function,
+            1,
+            compile_ids=(c.compile_id,),
+        )
+        for c in calls
+        if c.compile_id
+    ]
+    return Remedy(
+        "expected",
+        "nothing to change: an expected recompile",
+        findings,
+        runnable=False,
+        why_not_run="expected, not a problem (the recompiles view and tcx cost say so): not tried",
+    )
 
 
 def order(remedies: list[Remedy]) -> list[Remedy]:

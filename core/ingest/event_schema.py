@@ -266,20 +266,43 @@ FUSION_NODE = Obj(
     kernel=OSTR,
 )
 DECISION = Obj(required=("node1", "node2"), kind=OSTR, node1=STR, node2=STR, reason=OSTR)
-# One call of a compiled callable, timed by `tcx cost` (`cost_eager_call`: in its force_eager run).
+# One call of a compiled callable, timed by `tcx cost` (`cost_run_call`: in another run of the same
+# program, `run` says which; `cost_eager_call`: the eager run of a recording made before runs were numbered).
 COST_CALL = Obj(
     required=("index", "wall_ns"),
     index=INT,
     function=OSTR,
     file=OSTR,
     line=OINT,
+    start_ns=OINT,
     wall_ns=INT,
+    profiler_ns=OINT,
+    mode=OSTR,
     warmup=BOOL,
     profiled=BOOL,
     raised=BOOL,
     compiled=Seq(STR, nullable=True),
     wraps=OSTR,
+    run=OINT,
 )
+# What a step does besides its compiled calls, timed: a backward, an optimizer step, a call of the
+# program's step function (`--step FUNC`).
+COST_SPAN = Obj(
+    required=("span", "start_ns", "wall_ns"),
+    span=STR,
+    start_ns=INT,
+    wall_ns=INT,
+    name=OSTR,
+    index=OINT,
+    mode=OSTR,
+    warmup=OBOOL,
+    profiled=OBOOL,
+    raised=OBOOL,
+    run=OINT,
+    file=OSTR,
+    line=OINT,
+)
+COST_COMPILE = Obj(required=("start_ns",), start_ns=INT, what=OSTR, run=OINT)
 # A `cost_profile` extra: [span index, {bytes, flops, ...}].
 ANY_SCALAR_OR_OBJECT = Scalar("a number or an object", int, dict)
 # `tcx numerics` (core/numerics/report.py): the report the parent writes into the compiled run's recording.
@@ -528,22 +551,39 @@ RECORDER_EVENTS: dict[str, Obj] = {
         mode=OSTR,
         profile_calls=INT,
         warmup=INT,
+        clock=OSTR,
         stance=OSTR,
         kernel_profile=OSTR,
         graph_marks=OSTR,
         compile_signal=OSTR,
         profiler=OSTR,
+        backward=OSTR,
+        optimizer=OSTR,
+        step=OSTR,
         profiler_error=OSTR,
     ),
     "cost_call": COST_CALL,
+    "cost_span": COST_SPAN,
+    "cost_compile": COST_COMPILE,
+    "cost_step_found": Obj(function=OSTR, compiled=BOOL),
     "cost_eager_call": COST_CALL,
     "cost_eager_run": Obj(status=OSTR, message=OSTR, calls=INT),
+    # the other runs of `tcx cost` (the eager ones, and the repeats within --budget), appended by tcx
+    "cost_run": Obj(
+        required=("run",), run=INT, stance=OSTR, status=OSTR, message=OSTR, calls=INT, seconds=ONUM
+    ),
+    "cost_run_call": COST_CALL,
+    "cost_run_span": COST_SPAN,
+    "cost_run_compile": COST_COMPILE,
     "cost_calls_more": Obj(
         function=OSTR, file=OSTR, line=OINT, count=INT, total_ns=INT, min_ns=INT, max_ns=INT
     ),
     "cost_profile": Obj(
         index=INT,
         function=OSTR,
+        mode=OSTR,
+        ended=OSTR,
+        next_mode=OSTR,
         names=Seq(STR),
         cpu=Seq(Seq(INT)),
         device=Seq(Seq(INT)),
@@ -551,7 +591,7 @@ RECORDER_EVENTS: dict[str, Obj] = {
         truncated=INT,
     ),
     "cost_device": Obj(name=OSTR, capability=OSTR, float32_matmul_precision=OSTR),
-    "cost_run_end": Obj(calls=INT, cuda=BOOL),
+    "cost_run_end": Obj(calls=INT, cuda=BOOL, steps=OINT),
     "numerics_config": Obj(role=OSTR, features=Map(OSTR, nullable=True)),
     "numerics_probe": Obj(function=OSTR, backend=OSTR, stage=OSTR, seconds=ONUM),
     "numerics_report": NUMERICS_REPORT,

@@ -27,7 +27,7 @@ BUDGETS: dict[str, tuple[str, str]] = {
     "max_compile_seconds": ("compile_seconds", "seconds of compile time (warm run)"),
     "max_cache_misses": ("cache_miss_count", "cache lookups that missed or were bypassed (warm run)"),
     "max_export_issues": ("export_issue_count", "torch.export issues (failures, draft reports)"),
-    "max_call_ms": ("call_ms", "ms per call (median, measured by tcx cost)"),
+    "max_call_ms": ("call_ms", "ms per step (median, measured by tcx cost)"),
     "min_speedup": ("speedup", "speedup over eager (measured by tcx cost)"),
     "max_numerics_divergences": (
         "numerics_divergent_count",

@@ -1,36 +1,44 @@
-"""Compatibility layer for `tcx cost`: every call of every compiled callable, timed; steady calls profiled.
+"""Compatibility layer for `tcx cost`: every call of every compiled callable timed, with what the
+program's step does around it (backward, the optimizer), and a few steady steps profiled.
 
 The only place that touches the private torch APIs behind the cost view; each is feature-detected
 and a missing one becomes a one-line "not available" reason in `cost_config`:
 
 - `torch._dynamo.eval_frame.OptimizeContext.__call__` — wrapped (as the recompiles capture does)
-  so the callable `torch.compile()` returns times each call of the program (`cost_call`). Nested
-  compiled calls belong to the outermost call.
+  so the callable `torch.compile()` returns times each call of the program (`cost_call`, with its
+  start on the monotonic clock and its grad mode). Nested compiled calls belong to the outermost.
+- `torch.autograd.backward` / `torch.autograd.grad` (public) — wrapped: each backward the program
+  runs outside a compiled call is timed (`cost_span` kind backward): the compiled backward graphs
+  run there. `torch.optim.optimizer.register_optimizer_step_pre_hook` / `_post_hook` (public) time
+  each optimizer step (`cost_span` kind optimizer).
 - `torch._dynamo.callback_handler` — its start-compile callbacks fire when Dynamo compiles a
-  frame, a lazy backward compiles, or a CUDA-graph tree records: a call during which one fired is
-  warm-up, and the profiler running for it is stopped there (a compile's own events are not wanted).
+  frame, a lazy backward compiles, or a CUDA-graph tree records: a call (or, outside a call, the
+  step: `cost_compile`) during which one fired is warm-up, and the profiler running for it is
+  stopped there (a compile's own events are not wanted).
 - `torch._dynamo.output_graph.OutputGraph.call_user_compiler` — the callable each backend returns
   is wrapped in a profiler range `tcx.graph <compile id>` (only while a profiler runs), so the
   profile says where each compiled graph starts and ends whatever the backend.
 - `torch._inductor.config.cpp.enable_kernel_profile` — Inductor's C++ kernels record themselves
   (`graph_<n>_cpp_fused_…`); Triton kernels always do when a profiler runs.
-- `torch.profiler` (public) for the steady calls, read through `profile.profiler.kineto_results`
-  (raw events: one pass, no FunctionEvent tree); torch's own markers name the parts of a call:
-  `TorchDynamo Cache Lookup` (guard evaluation), `Torch-Compiled Region: <id>` (the transformed
-  frame of a compile), `Pregraph bytecode`, `## Call CompiledFxGraph … ##`.
+- `torch.profiler` (public) for a few steady steps (core/recorder/compat_cost_profile.py reads it):
+  a window opens at a call of the most-called compiled callable and closes where its next call
+  starts (or, with `step=FUNC`, around each call of FUNC), so the backward and the optimizer step
+  in between are in it.
+- `sys.setprofile`, with `step=FUNC` only, until FUNC's first call: then FUNC is replaced, where
+  the program looks it up (its module's globals, or its class), by a wrapper that times each call
+  (`cost_span` kind step); the first call, already running, is not timed.
 
-The `force_eager` argument (the second run of `tcx cost`) sets `torch.compiler.set_stance("force_eager")`
-and only times the calls; `eager_calls=FILE` copies that run's timings into this recording.
-Nothing here runs a call twice: a training step applies once.
+The `force_eager` argument (the eager runs of `tcx cost`) sets
+`torch.compiler.set_stance("force_eager")` and only times. Nothing here runs a call twice: a
+training step applies once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
-import re
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -38,56 +46,58 @@ from typing import Any
 import torch
 
 from tcx.core.ingest.recording import RecordingWriter
+from tcx.core.recorder import compat_cost_profile as profile_events
 from tcx.core.recorder.compat import current_compile_id, unavailable, wrap_compiled_functions
+from tcx.core.recorder.compat_cost_profile import BACKWARD_SPAN, CALL_SPAN, STEP_SPAN
 from tcx.core.recorder.compat_recompiles import _evaluated_callable, _qualname, _target_of
 
-CALL_SPAN = "tcx.call"  # the profiler range around one measured call
 GRAPH_SPAN = "tcx.graph "  # + compile id: the range around one compiled graph's call
 MAX_CALL_EVENTS = 2000  # per-call events written; later calls are counted per function (`cost_calls_more`)
-MAX_SPANS = 20000  # profiler ranges kept per profiled call
 DEFAULT_PROFILE_CALLS = 5
-# A folder: each profiled call's own torch.profiler output (its Chrome trace and key_averages table)
-# is written there too, for comparing tcx's figures with the profiler's (bench/gpu_cost.py).
+# A folder: each profiled step's own torch.profiler output (its Chrome trace and key_averages table)
+# is written there too, for comparing tcx's figures with the profiler's (bench/gpu_cost.py, tests).
 EXPORT_ENV = "TCX_COST_PROFILER_EXPORT"
-# The C++ name of a scalar type as the profiler reports it -> (torch name, bytes per element).
-_DTYPES = {
-    "float": ("float32", 4),
-    "double": ("float64", 8),
-    "c10::Half": ("float16", 2),
-    "c10::BFloat16": ("bfloat16", 2),
-    "long int": ("int64", 8),
-    "long": ("int64", 8),
-    "int": ("int32", 4),
-    "short int": ("int16", 2),
-    "signed char": ("int8", 1),
-    "unsigned char": ("uint8", 1),
-    "bool": ("bool", 1),
-    "c10::Float8_e4m3fn": ("float8_e4m3fn", 1),
-    "c10::Float8_e5m2": ("float8_e5m2", 1),
-    "c10::complex<float>": ("complex64", 8),
-    "c10::complex<double>": ("complex128", 16),
-}
+SITES_WRITTEN = 2  # spans of each kind written with the user's line that made them (backward(), step())
+# frames that are not the program's: torch's, and tcx's own (core/: the recorder and its boot)
+_NOT_USER = (os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class _Window:
+    """One profiled step: the profiler and the `tcx.step` range, open from a call's start."""
+
+    def __init__(self, prof: Any, step_range: Any, index: int, function: str, mode: str, cuda: bool) -> None:
+        self.prof, self.step_range = prof, step_range
+        self.index, self.function, self.mode, self.cuda = index, function, mode, cuda
 
 
 class _State:
     def __init__(self) -> None:
         self.writer: RecordingWriter | None = None
-        self.eager = False  # the force_eager run: time only
-        self.profile_limit = DEFAULT_PROFILE_CALLS
+        self.eager = False  # a force_eager run: time only
+        self.profile_limit = DEFAULT_PROFILE_CALLS  # profiled steps per (function, grad mode)
         self.warmup = 0  # calls of each function left out on top of those that compiled
         self.calls = 0
         self.per_function: dict[str, int] = {}
-        self.profiled = 0
-        self.unprofiled = 0  # measured calls timed without the profiler
+        self.profiled: dict[tuple[str, str], int] = {}  # (function, mode) -> steps profiled
+        self.unprofiled: dict[tuple[str, str], int] = {}  # steady calls timed without the profiler
         self.depth = 0
         self.compiled: list[str] = []  # what compiled during the call in progress
-        self.profiler: Any = None  # the profiler running for the call in progress
+        self.window: _Window | None = None
         self.more: dict[
             str, list[Any]
         ] = {}  # calls past MAX_CALL_EVENTS: [function, file, line, n, sum, min, max]
         self.callback: Callable[[Any], None] | None = None
         self.frames_total: Callable[[], int] | None = None  # fallback compile signal
         self.cuda_noted = False
+        self.optimizer_starts: dict[int, int] = {}  # id(optimizer) -> start of its step in progress
+        self.step_name: str | None = None  # `step=FUNC`: the program's step function
+        self.step_found = False
+        self.step_calls = 0
+        self.in_step = False
+        self.compiles = 0  # compile starts seen (any depth): a step during which it changed is warm-up
+        self.anchor: str | None = None  # `step=FUNC` naming a compiled callable: its calls delimit the steps
+        self.restore_profile: Any = None  # the program's own sys.setprofile function, while tcx watches
+        self.sites: dict[str, int] = {}  # span kind -> spans written with their user line
 
 
 STATE = _State()
@@ -95,7 +105,7 @@ STATE = _State()
 
 def install(writer: RecordingWriter, argument: str | None = None) -> str | None:
     """Install the cost capture; None when installed, else why not. `argument`: comma-separated
-    `force_eager`, `profile=N`, `warmup=N`, `eager_calls=FILE`."""
+    `force_eager`, `profile=N`, `warmup=N`, `step=FUNC`."""
     options = _options(argument)
     missing = wrap_compiled_functions(_wrap_compiled, "timing the calls of compiled callables")
     if missing:
@@ -108,20 +118,25 @@ def install(writer: RecordingWriter, argument: str | None = None) -> str | None:
         "mode": "force_eager" if STATE.eager else "compiled",
         "profile_calls": 0 if STATE.eager else STATE.profile_limit,
         "warmup": STATE.warmup,
+        "clock": "perf_counter_ns",
     }
     if STATE.eager:
         config["stance"] = _force_eager()
     else:
         config["kernel_profile"] = _enable_kernel_profile()
         config["graph_marks"] = _install_graph_marks()
-        config["compile_signal"] = _install_compile_signal()
         config["profiler"] = _profiler_reason()
+    config["compile_signal"] = _install_compile_signal()
+    config["backward"] = _install_backward_timing()
+    config["optimizer"] = _install_optimizer_timing()
+    if isinstance(options.get("step"), str) and options["step"]:
+        STATE.step_name = str(options["step"])
+        config["step"] = STATE.step_name
+        _find_step_function(STATE.step_name)
     from tcx.core.recorder.captures import at_end
 
     at_end(_finish)
-    writer.write("cost_config", **config)
-    if options.get("eager_calls"):
-        _copy_eager_calls(str(options["eager_calls"]), writer)
+    writer.write("cost_config", **{k: v for k, v in config.items() if v is not None})
     return None
 
 
@@ -144,8 +159,6 @@ def _force_eager() -> str | None:
 
 def _enable_kernel_profile() -> str | None:
     """Inductor's C++ kernels record a profiler range each (Linux and Windows only, as torch has it)."""
-    import sys
-
     try:
         import torch._inductor.config as inductor_config
 
@@ -197,14 +210,18 @@ def _install_graph_marks() -> str | None:
 
 
 def _install_compile_signal() -> str | None:
-    """Know when a call compiles (warm-up): Dynamo's start-compile callbacks, else its frame counter."""
+    """Know when a call or a step compiles (warm-up): Dynamo's start-compile callbacks, else its
+    frame counter."""
 
     def started(args: Any) -> None:
-        if not STATE.depth:
-            return  # e.g. a lazy backward compiling in loss.backward(), outside any call
+        STATE.compiles += 1
         trigger = getattr(getattr(args, "callback_trigger", None), "name", None) or "compile"
-        STATE.compiled.append(f"{trigger.lower()} {getattr(args, 'compile_id', '?')}")
-        _stop_profiler(discard=True)
+        what = f"{trigger.lower()} {getattr(args, 'compile_id', '?')}"
+        _discard_window()
+        if STATE.depth:
+            STATE.compiled.append(what)
+        else:  # e.g. a lazy backward compiling in loss.backward(), between calls
+            _write("cost_compile", start_ns=time.perf_counter_ns(), what=what)
 
     try:
         handler = torch._dynamo.callback_handler
@@ -222,6 +239,32 @@ def _install_compile_signal() -> str | None:
         return unavailable("knowing which calls compiled", exc)
 
 
+def _keep_callback() -> None:
+    """torch._dynamo.reset() clears the compile callbacks; put ours back."""
+    callback = STATE.callback
+    if callback is not None:
+        handler = torch._dynamo.callback_handler
+        if callback not in handler.start_callbacks:
+            handler.register_start_callback(callback)
+
+
+def _is_compiling() -> bool:
+    return bool(getattr(torch.compiler, "is_compiling", lambda: False)())
+
+
+def _cuda_in_use() -> bool:
+    return bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+
+
+def _grad_mode() -> str:
+    if torch.is_inference_mode_enabled():
+        return "inference_mode"
+    return "grad" if torch.is_grad_enabled() else "no_grad"
+
+
+# ---------------------------------------------------------------- the compiled calls
+
+
 def _wrap_compiled(compiled: Callable[..., Any], fn: Any) -> Callable[..., Any]:
     frame = _target_of(_evaluated_callable(compiled, fn))
     code = getattr(getattr(frame, "__func__", frame), "__code__", None)
@@ -232,11 +275,14 @@ def _wrap_compiled(compiled: Callable[..., Any], fn: Any) -> Callable[..., Any]:
     # the callable the program compiled, when Dynamo evaluates a frame around it (a decorator's wrapper)
     wraps = _qualname(target) if target_code is not code else None
     where = (code.co_name, code.co_filename, code.co_firstlineno, wraps)
-    is_compiling = getattr(torch.compiler, "is_compiling", lambda: False)
+    if STATE.step_name and STATE.step_name in (code.co_name, code.co_qualname, wraps):
+        _stop_looking_for_step()  # the step function is this compiled callable: its calls delimit the steps
+        STATE.anchor, STATE.step_name = code.co_name, None
+        _write("cost_step_found", function=code.co_name, compiled=True)
 
     @functools.wraps(compiled)
     def tcx_cost_call(*args: Any, **kwargs: Any) -> Any:
-        if STATE.depth or is_compiling():
+        if STATE.depth or _is_compiling():
             return compiled(*args, **kwargs)  # part of the outer call (or being traced)
         return _measured_call(compiled, where, args, kwargs)
 
@@ -248,11 +294,23 @@ def _measured_call(
 ) -> Any:
     index = STATE.calls
     STATE.calls += 1
-    seen = STATE.per_function.get(where[0], 0)
-    STATE.per_function[where[0]] = seen + 1
+    function = where[0]
+    seen = STATE.per_function.get(function, 0)
+    STATE.per_function[function] = seen + 1
     _keep_callback()
     cuda = _cuda_in_use()
-    profiler = _start_profiler(cuda) if _wants_profile(seen) else None
+    mode = _grad_mode()
+    arrived = time.perf_counter_ns()
+    window = STATE.window
+    if window is not None and window.function == function and not STATE.in_step:
+        _close_window(next_mode=mode)  # a step ends where the next call of its function starts
+    if STATE.window is None and not STATE.step_name and _wants_profile(function, mode, seen):
+        _open_window(cuda, index, function, mode)
+    # the profiler's own work here (the last step's profile read, this one's profiler started) is
+    # not the program's: the steps around it leave it out
+    profiler_ns = time.perf_counter_ns() - arrived if window is not STATE.window else 0
+    opened_here = STATE.window is not None and STATE.window.index == index
+    in_window = STATE.window is not None
     frames_before = STATE.frames_total() if STATE.frames_total else None
     STATE.depth, STATE.compiled = 1, []
     clock = [0, 0]  # start, end of the call itself (inside the profiler's range when there is one)
@@ -260,8 +318,8 @@ def _measured_call(
     if cuda:
         torch.cuda.synchronize()
     try:
-        if profiler is not None:
-            with torch.profiler.record_function(CALL_SPAN):
+        if in_window:
+            with torch.profiler.record_function(CALL_SPAN if opened_here else f"{CALL_SPAN} {function}"):
                 result = _timed(compiled, args, kwargs, clock, cuda)
         else:
             result = _timed(compiled, args, kwargs, clock, cuda)
@@ -272,8 +330,9 @@ def _measured_call(
         STATE.depth = 0
         if frames_before is not None and STATE.frames_total and STATE.frames_total() != frames_before:
             STATE.compiled.append("dynamo frame")
+            _discard_window()
         try:
-            _record(index, where, wall, seen, ok, cuda)
+            _record(index, where, clock[0], wall, seen, ok, mode, in_window, opened_here, profiler_ns)
         except Exception as err:  # measuring must never change what the program does
             _write("cost_call", hook_error=f"{type(err).__name__}: {err}")
 
@@ -288,75 +347,46 @@ def _timed(compiled: Callable[..., Any], args: tuple, kwargs: dict, clock: list[
     return result
 
 
-def _keep_callback() -> None:
-    """torch._dynamo.reset() clears the compile callbacks; put ours back."""
-    callback = STATE.callback
-    if callback is not None:
-        handler = torch._dynamo.callback_handler
-        if callback not in handler.start_callbacks:
-            handler.register_start_callback(callback)
-
-
-def _cuda_in_use() -> bool:
-    return bool(torch.cuda.is_available() and torch.cuda.is_initialized())
-
-
-def _wants_profile(seen: int) -> bool:
-    """Profile this call? Never in the eager run, never past the limit, never during the asked-for
-    warm-up; otherwise every other measured call, so timed calls without the profiler remain."""
-    if STATE.eager or STATE.profiler is not None or STATE.profiled >= STATE.profile_limit:
+def _wants_profile(function: str, mode: str, seen: int) -> bool:
+    """Open a profile window at this call? Never in an eager run, never at a function's first call
+    (it compiles) or during the asked-for warm-up; only for the function called most so far (the
+    program's loop: its calls delimit the steps); per grad mode at most the limit, and only after
+    two steady calls went unprofiled per profiled one, so most steps are timed without the profiler."""
+    if STATE.eager or not STATE.profile_limit or seen < max(1, STATE.warmup):
         return False
-    if seen < STATE.warmup:
+    if function != (STATE.anchor or function) or (
+        STATE.anchor is None and STATE.per_function[function] < max(STATE.per_function.values())
+    ):
+        return False
+    group = (function, mode)
+    done, plain = STATE.profiled.get(group, 0), STATE.unprofiled.get(group, 0)
+    if done >= STATE.profile_limit or 3 * done + 2 > plain:
         return False
     from torch.autograd import profiler as autograd_profiler
 
-    if autograd_profiler._is_profiler_enabled:  # the program runs its own profiler
-        return False
-    return STATE.profiled <= STATE.unprofiled
-
-
-def _start_profiler(cuda: bool) -> Any:
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    try:
-        prof = profile(activities=activities, record_shapes=cuda, with_flops=cuda)
-        prof.start()
-        with torch.profiler.record_function("tcx.profiler_warmup"):  # its first range, outside the call
-            pass
-    except Exception as exc:
-        _write("cost_config", profiler_error=f"the profiler could not start: {type(exc).__name__}: {exc}")
-        STATE.profile_limit = 0
-        return None
-    STATE.profiler = prof
-    return prof
-
-
-def _stop_profiler(discard: bool) -> Any:
-    prof, STATE.profiler = STATE.profiler, None
-    if prof is None:
-        return None
-    try:
-        prof.stop()
-    except Exception:
-        return None
-    return None if discard else prof
+    return not autograd_profiler._is_profiler_enabled  # the program runs its own profiler
 
 
 def _record(
-    index: int, where: tuple[str, str, int, str | None], wall: int, seen: int, ok: bool, cuda: bool
+    index: int,
+    where: tuple[str, str, int, str | None],
+    start: int,
+    wall: int,
+    seen: int,
+    ok: bool,
+    mode: str,
+    profiled: bool,
+    opened_here: bool,
+    profiler_ns: int,
 ) -> None:
     function, file, line, wraps = where
     warmup = bool(STATE.compiled) or seen < STATE.warmup
-    prof = _stop_profiler(discard=warmup or not ok)
-    profiled = prof is not None
-    if not warmup and ok:
-        if profiled:
-            STATE.profiled += 1
-        else:
-            STATE.unprofiled += 1
-    if profiled:
-        _write_profile(prof, index, function, cuda)
+    if warmup or not ok:
+        _discard_window()
+    elif opened_here:
+        STATE.profiled[(function, mode)] = STATE.profiled.get((function, mode), 0) + 1
+    elif not profiled:
+        STATE.unprofiled[(function, mode)] = STATE.unprofiled.get((function, mode), 0) + 1
     if index >= MAX_CALL_EVENTS and not warmup and not profiled:
         more = STATE.more.setdefault(function, [function, file, line, 0, 0, wall, wall])
         more[3] += 1
@@ -369,12 +399,16 @@ def _record(
         "function": function,
         "file": file,
         "line": line,
+        "start_ns": start,
         "wall_ns": wall,
+        "mode": mode,
         "warmup": warmup,
         "profiled": profiled,
     }
     if wraps:
         event["wraps"] = wraps
+    if profiler_ns:
+        event["profiler_ns"] = profiler_ns
     if STATE.compiled:
         event["compiled"] = STATE.compiled[:32]
     if not ok:
@@ -382,9 +416,272 @@ def _record(
     _write("cost_call", **event)
 
 
+# ---------------------------------------------------------------- profile windows (one step each)
+
+
+def _open_window(cuda: bool, index: int, function: str, mode: str) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    try:
+        prof = profile(activities=activities, record_shapes=cuda, with_flops=cuda)
+        prof.start()
+        with torch.profiler.record_function("tcx.profiler_warmup"):  # its first range, outside the step
+            pass
+        step_range = torch.profiler.record_function(STEP_SPAN)
+        step_range.__enter__()
+    except Exception as exc:
+        _write("cost_config", profiler_error=f"the profiler could not start: {type(exc).__name__}: {exc}")
+        STATE.profile_limit = 0
+        return
+    STATE.window = _Window(prof, step_range, index, function, mode, cuda)
+
+
+def _stop(window: _Window) -> bool:
+    with contextlib.suppress(Exception):
+        window.step_range.__exit__(None, None, None)
+    try:
+        window.prof.stop()
+    except Exception:
+        return False
+    return True
+
+
+def _discard_window() -> None:
+    window, STATE.window = STATE.window, None
+    if window is not None:
+        _stop(window)
+
+
+def _close_window(next_mode: str | None) -> None:
+    """The window's step is over: its profile written. `next_mode`: the grad mode of the call that
+    ended it (None: the program ended, or the step function returned)."""
+    window, STATE.window = STATE.window, None
+    if window is None:
+        return
+    if window.cuda:
+        torch.cuda.synchronize()  # the step's device work belongs to it
+    if not _stop(window):
+        return
+    events = profile_events.raw_events(window.prof)
+    head = {"index": window.index, "function": window.function, "mode": window.mode}
+    if isinstance(events, str):
+        _write("cost_profile", **head, error=events)
+        return
+    if window.cuda and not STATE.cuda_noted:
+        STATE.cuda_noted = True
+        _write("cost_device", **profile_events.device_facts())
+    ended = "step" if STATE.step_name else ("next_call" if next_mode is not None else "program_end")
+    extra = {"next_mode": next_mode} if next_mode is not None else {}
+    _write("cost_profile", **head, ended=ended, **extra, **profile_events.spans_of(events))
+    folder = os.environ.get(EXPORT_ENV)
+    if folder:
+        why = profile_events.export(window.prof, window.index, folder, window.cuda)
+        if why:
+            _write("cost_config", profiler_error=why)
+
+
+# ---------------------------------------------------------------- backward and the optimizer
+
+
+def _user_site() -> tuple[str, int] | None:
+    """The innermost frame of the program's own code (not torch's, not tcx's): where it called."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if not name.startswith(_NOT_USER) and not name.startswith("<"):
+            return name, frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+def _span(what: str, start: int, ok: bool, end: int | None = None, **fields: Any) -> None:
+    if STATE.calls > MAX_CALL_EVENTS and not STATE.step_name:
+        return  # past the listed calls there are no steps to put it in
+    wall = (end or time.perf_counter_ns()) - start
+    event: dict[str, Any] = {"span": what, "start_ns": start, "wall_ns": wall}
+    if STATE.sites.get(what, 0) < SITES_WRITTEN:
+        site = _user_site()
+        if site is not None:
+            STATE.sites[what] = STATE.sites.get(what, 0) + 1
+            event["file"], event["line"] = site
+    if not ok:
+        event["raised"] = True
+    _write("cost_span", **event, **fields)
+
+
+def _install_backward_timing() -> str | None:
+    """Each backward() and autograd.grad() outside a compiled call, timed (inside a profile window,
+    also a `tcx.backward` range): the compiled backward graphs run there."""
+    try:
+        import torch.autograd as autograd
+
+        originals = {"backward": autograd.backward, "grad": autograd.grad}
+    except (ImportError, AttributeError) as exc:
+        return unavailable("timing backward()", exc)
+
+    def timed(name: str, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def tcx_timed_backward(*args: Any, **kwargs: Any) -> Any:
+            if STATE.depth or _is_compiling():
+                return original(*args, **kwargs)
+            cuda = _cuda_in_use()
+            start, ok = time.perf_counter_ns(), False
+            try:
+                if STATE.window is not None:
+                    with torch.profiler.record_function(BACKWARD_SPAN):
+                        result = original(*args, **kwargs)
+                else:
+                    result = original(*args, **kwargs)
+                if cuda:
+                    torch.cuda.synchronize()
+                ok = True
+                return result
+            finally:
+                _span("backward", start, ok, name=name)
+
+        return tcx_timed_backward
+
+    for name, original in originals.items():
+        setattr(autograd, name, timed(name, original))
+    return None
+
+
+def _install_optimizer_timing() -> str | None:
+    """Each optimizer step outside a compiled call, timed through torch's global step hooks (torch's
+    own `Optimizer.step#…` range marks it in a profile)."""
+    try:
+        from torch.optim.optimizer import (
+            register_optimizer_step_post_hook,
+            register_optimizer_step_pre_hook,
+        )
+    except ImportError as exc:
+        return unavailable("timing optimizer steps (global optimizer step hooks)", exc)
+
+    def before(optimizer: Any, args: Any, kwargs: Any) -> None:
+        if not (STATE.depth or _is_compiling()):
+            STATE.optimizer_starts[id(optimizer)] = time.perf_counter_ns()
+
+    def after(optimizer: Any, args: Any, kwargs: Any) -> None:
+        start = STATE.optimizer_starts.pop(id(optimizer), None)
+        if start is not None:
+            if _cuda_in_use():
+                torch.cuda.synchronize()
+            _span("optimizer", start, True, name=type(optimizer).__name__)
+
+    register_optimizer_step_pre_hook(before)
+    register_optimizer_step_post_hook(after)
+    return None
+
+
+# ---------------------------------------------------------------- `step=FUNC`: the program's step
+
+
+def _find_step_function(name: str) -> None:
+    """Watch calls (sys.setprofile) until the program calls `name` (a function, or Class.method);
+    then put a timing wrapper where the program looks it up (`cost_step_found`)."""
+    previous = sys.getprofile()
+    short = name.rsplit(".", 1)[-1]
+
+    def watch(frame: Any, event: str, arg: Any) -> None:
+        if event != "call" or frame.f_code.co_name != short:
+            return
+        code = frame.f_code
+        if name != short and code.co_qualname != name:
+            return
+        _stop_looking_for_step()
+        why = _replace_step_function(frame, code, short)
+        STATE.step_calls = 1  # this first call runs untimed
+        _write(
+            "cost_step_found", function=code.co_qualname, compiled=False, **({"error": why} if why else {})
+        )
+
+    STATE.step_found = False
+    STATE.restore_profile = previous
+    sys.setprofile(watch)
+
+
+def _stop_looking_for_step() -> None:
+    if not STATE.step_found:
+        STATE.step_found = True
+        sys.setprofile(STATE.restore_profile)
+        STATE.restore_profile = None
+
+
+def _replace_step_function(frame: Any, code: Any, short: str) -> str | None:
+    """The step function's wrapper, put where the program finds the function: its module's globals
+    (a function), or the class of its first argument (a method). None when done, else why not."""
+    holder: Any = None
+    if short in frame.f_globals and getattr(frame.f_globals[short], "__code__", None) is code:
+        holder = frame.f_globals
+    elif code.co_argcount and code.co_varnames[0] in frame.f_locals:
+        owner = type(frame.f_locals[code.co_varnames[0]])
+        holder = next(
+            (c for c in owner.__mro__ if getattr(c.__dict__.get(short), "__code__", None) is code), None
+        )
+    if holder is None:
+        return (
+            f"{code.co_qualname} is neither a module-level function nor a method, so tcx cannot time its "
+            "calls: name a function the loop calls by its module-level name"
+        )
+    original = holder[short] if isinstance(holder, dict) else holder.__dict__[short]
+    wrapper = _step_wrapper(original)
+    if isinstance(holder, dict):
+        holder[short] = wrapper
+    else:
+        setattr(holder, short, wrapper)
+    return None
+
+
+def _step_wrapper(original: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(original)
+    def tcx_step(*args: Any, **kwargs: Any) -> Any:
+        if STATE.in_step or STATE.depth or _is_compiling():
+            return original(*args, **kwargs)
+        index = STATE.step_calls
+        STATE.step_calls += 1
+        _keep_callback()
+        cuda, mode, compiles = _cuda_in_use(), _grad_mode(), STATE.compiles
+        group = (STATE.step_name or "step", mode)
+        done, plain = STATE.profiled.get(group, 0), STATE.unprofiled.get(group, 0)
+        wants = not STATE.eager and index >= max(1, STATE.warmup) and done < STATE.profile_limit
+        if wants and 3 * done + 2 <= plain:
+            _open_window(cuda, index, STATE.step_name or "step", mode)
+        profiled = STATE.window is not None
+        STATE.in_step = True
+        if cuda:
+            torch.cuda.synchronize()
+        start, end, ok = time.perf_counter_ns(), 0, False
+        try:
+            result = original(*args, **kwargs)
+            if cuda:
+                torch.cuda.synchronize()
+            ok = True
+            return result
+        finally:
+            end = time.perf_counter_ns()
+            STATE.in_step = False
+            warmup = STATE.compiles != compiles or index < STATE.warmup
+            if profiled and STATE.window is not None and not warmup and ok:
+                STATE.profiled[group] = done + 1
+                _close_window(next_mode=None)
+            else:
+                _discard_window()
+                if not warmup and ok:
+                    STATE.unprofiled[group] = plain + 1
+            _span("step", start, ok, end, index=index, mode=mode, warmup=warmup, profiled=profiled)
+
+    return tcx_step
+
+
+# ---------------------------------------------------------------- the end of the run
+
+
 def _finish() -> None:
-    _stop_profiler(discard=True)
-    _write("cost_run_end", calls=STATE.calls, cuda=_cuda_in_use())
+    if STATE.step_name and not STATE.step_found:
+        _stop_looking_for_step()
+    _close_window(next_mode=None)
+    _write("cost_run_end", calls=STATE.calls, cuda=_cuda_in_use(), steps=STATE.step_calls)
     for function, file, line, count, total, low, high in STATE.more.values():
         _write(
             "cost_calls_more",
@@ -401,222 +698,3 @@ def _finish() -> None:
 def _write(kind: str, **fields: Any) -> None:
     if STATE.writer is not None:
         STATE.writer.write(kind, **fields)
-
-
-# ---------------------------------------------------------------- one profiled call, as spans
-
-
-def _write_profile(prof: Any, index: int, function: str, cuda: bool) -> None:
-    try:
-        events = list(prof.profiler.kineto_results.events())
-    except AttributeError as exc:
-        _write("cost_profile", index=index, function=function, error=unavailable("raw profiler events", exc))
-        return
-    if cuda and not STATE.cuda_noted:
-        STATE.cuda_noted = True
-        _write("cost_device", **_device())
-    _write("cost_profile", index=index, function=function, **spans_of(events))
-    folder = os.environ.get(EXPORT_ENV)
-    if folder:
-        _export(prof, index, folder, cuda)
-
-
-def _export(prof: Any, index: int, folder: str, cuda: bool) -> None:
-    """torch.profiler's own view of this call: its Chrome trace and its table (key_averages)."""
-    try:
-        os.makedirs(folder, exist_ok=True)
-        prof.export_chrome_trace(os.path.join(folder, f"call{index}.json"))
-        averages = prof.key_averages()
-        try:
-            table = averages.table(
-                sort_by="self_device_time_total" if cuda else "self_cpu_time_total", row_limit=40
-            )
-        except (AttributeError, KeyError, ValueError):
-            table = averages.table(sort_by="cpu_time_total", row_limit=40)
-        with open(os.path.join(folder, f"call{index}.txt"), "w", encoding="utf-8") as fh:
-            fh.write(table)
-    except Exception as exc:
-        why = f"{type(exc).__name__}: {exc}"
-        _write("cost_config", profiler_error=f"the profile could not be exported to {folder}: {why}")
-
-
-# Kineto's activity types: device work, and the CUDA runtime/driver calls that launched it.
-DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
-RUNTIME_CALLS = ("cuda_runtime", "cuda_driver", "privateuse1_runtime", "privateuse1_driver")
-_RUNTIME_NAME = re.compile(r"^(cuda|cu|hip)[A-Z]")
-
-
-def spans_of(events: list[Any]) -> dict[str, Any]:
-    """The ranges of one call on its thread (relative to the call's start, in ns), and the device
-    work they launched: `cpu` [name, start, duration], `device` [name, start, duration, stream, the
-    cpu span that launched it], `extra` [cpu span, {bytes, flops, dtype, ...}] for launchers.
-
-    Kineto links a kernel (and the runtime call that launched it) to the innermost op or range on
-    the CPU (`linked_correlation_id`); runtime calls carry the OS thread id, not the op's, so they
-    are found through that link rather than by thread."""
-    cpu_type = torch.autograd.DeviceType.CPU
-    calls = [e for e in events if e.name() == CALL_SPAN and e.device_type() == cpu_type]
-    if not calls:
-        return {"error": "the profiler recorded no range for the call"}
-    call = calls[-1]
-    thread, begin, end = call.start_thread_id(), call.start_ns(), call.end_ns()
-    on_thread = [
-        e
-        for e in events
-        if e.device_type() == cpu_type
-        and e.start_thread_id() == thread
-        and begin <= e.start_ns()
-        and e.end_ns() <= end
-        and not _is_runtime(e)
-    ]
-    ops = {e.correlation_id() for e in on_thread}
-    runtime = [
-        e
-        for e in events
-        if e.device_type() == cpu_type and _is_runtime(e) and e.linked_correlation_id() in ops
-    ]
-    ranged = sorted(on_thread + runtime, key=lambda e: (e.start_ns(), -e.duration_ns()))
-    truncated = max(0, len(ranged) - MAX_SPANS)
-    names: dict[str, int] = {}
-    cpu: list[list[int]] = []
-    by_correlation: dict[int, int] = {}
-    for e in ranged[:MAX_SPANS]:
-        if not _is_runtime(e):
-            by_correlation.setdefault(e.correlation_id(), len(cpu))
-        cpu.append([names.setdefault(e.name(), len(names)), e.start_ns() - begin, e.duration_ns()])
-    device: list[list[int]] = []
-    launchers: set[int] = set()
-    launched = {e.correlation_id() for e in events if e.device_type() == cpu_type and _is_runtime(e)}
-    for e in events:
-        if e.device_type() == cpu_type or not _is_device_work(e, launched):
-            continue
-        launcher = by_correlation.get(e.linked_correlation_id())
-        if launcher is None:
-            continue
-        launchers.add(launcher)
-        device.append(
-            [
-                names.setdefault(e.name(), len(names)),
-                e.start_ns() - begin,
-                e.duration_ns(),
-                int(e.device_resource_id()),
-                launcher,
-            ]
-        )
-    extra = [[i, facts] for i in sorted(launchers) if (facts := _launch_facts(ranged[i]))]
-    out: dict[str, Any] = {"names": list(names), "cpu": cpu, "device": device, "extra": extra}
-    if truncated:
-        out["truncated"] = truncated
-    return out
-
-
-def _activity(e: Any) -> str:
-    try:
-        return str(e.activity_type())
-    except (AttributeError, RuntimeError):
-        return ""  # a torch whose events do not say: the checks below fall back to names
-
-
-def _is_runtime(e: Any) -> bool:
-    kind = _activity(e)
-    return kind in RUNTIME_CALLS if kind else bool(_RUNTIME_NAME.match(e.name()))
-
-
-def _is_device_work(e: Any, launched: set[int]) -> bool:
-    """A kernel, memcpy or memset; not the device-side copy of a CPU range (gpu_user_annotation).
-
-    Where the events carry no activity type (torch 2.11), device work is what a runtime or driver
-    call launched: it shares that call's correlation id (cuLaunchKernel and its Triton kernel, on
-    the H200), while a range's device copy shares none. Names cannot tell them apart: a Triton
-    kernel is named like the CPU range Inductor wraps its launch in."""
-    kind = _activity(e)
-    return kind in DEVICE_WORK if kind else e.correlation_id() in launched
-
-
-def _launch_facts(e: Any) -> dict[str, Any]:
-    """What a span that launched device work moved and computed: bytes of its tensor arguments
-    (shape × element size, each argument once), FLOPs where the profiler counts them (mm, conv, …),
-    and Inductor's own estimates where its kernel carries them (`kernel_num_gb`, `kernel_flop`)."""
-    facts: dict[str, Any] = {}
-    total, dtype = 0, None
-    try:
-        shapes, dtypes = list(e.shapes()), list(e.dtypes())
-    except (AttributeError, RuntimeError):
-        shapes, dtypes = [], []
-    counted = False
-    for shape, name in zip(shapes, dtypes, strict=False):
-        if not isinstance(shape, list) or not shape or not all(isinstance(d, int) for d in shape):
-            continue
-        known = _DTYPES.get(name)
-        if known is None:
-            total, counted = -1, False
-            break
-        numel = 1
-        for d in shape:
-            numel *= d
-        total += numel * known[1]
-        counted = True
-        if dtype is None and known[0].startswith(("float", "bfloat")):
-            dtype = known[0]
-    if counted and total >= 0:
-        facts["bytes"] = total
-    if dtype:
-        facts["dtype"] = dtype
-    try:
-        flops = int(e.flops())
-    except (AttributeError, RuntimeError, TypeError, ValueError):
-        flops = 0
-    if flops > 0:
-        facts["flops"] = flops
-    try:
-        kw = e.kwinputs() or {}
-    except (AttributeError, RuntimeError):
-        kw = {}
-    for key in ("kernel_num_gb", "kernel_flop"):
-        value = kw.get(key)
-        if isinstance(value, (int, float)) and value > 0:
-            facts[key] = float(value)
-    return facts
-
-
-def _device() -> dict[str, Any]:
-    """The GPU the calls ran on, as torch describes it (peak figures come from a datasheet table in
-    core/cost/gpu.py, or from the memory clock and bus width here)."""
-    try:
-        index = torch.cuda.current_device()
-        props = torch.cuda.get_device_properties(index)
-    except Exception as exc:
-        return {"error": f"{type(exc).__name__}: {exc}"}
-    out: dict[str, Any] = {"name": str(props.name), "capability": f"{props.major}.{props.minor}"}
-    for attr in (
-        "multi_processor_count",
-        "total_memory",
-        "memory_clock_rate",
-        "memory_bus_width",
-        "clock_rate",
-    ):
-        value = getattr(props, attr, None)
-        if isinstance(value, int):
-            out[attr] = value
-    with contextlib.suppress(AttributeError):
-        out["float32_matmul_precision"] = torch.get_float32_matmul_precision()
-    out["torch_cuda"] = str(getattr(torch.version, "cuda", None))
-    return out
-
-
-# ---------------------------------------------------------------- the eager run's timings
-
-
-def _copy_eager_calls(path: str, writer: RecordingWriter) -> None:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
-    except (OSError, ValueError) as exc:
-        writer.write("cost_eager_run", error=f"cannot read the eager run's timings: {exc}")
-        return
-    run = data.get("run") if isinstance(data, dict) else None
-    run = run if isinstance(run, dict) else {}
-    writer.write("cost_eager_run", **{k: run[k] for k in ("status", "message", "calls") if k in run})
-    for call in data.get("calls", []) if isinstance(data, dict) else []:
-        if isinstance(call, dict):
-            writer.write("cost_eager_call", **call)

@@ -207,8 +207,8 @@ def causes(ex: Explanation, count: str) -> list[Cause]:
         from tcx.core.views.cost import build_cost
 
         return [
-            Cause(f"{f.title}: {f.ms_per_call:.3f} ms per call", f.file, f.line)
-            for f in build_cost(ex.model, ex.selection).findings
+            Cause(f"{f.title}: {f.ms_per_step:.3g} ms per step", f.file, f.line)
+            for f in build_cost(ex.model, ex.selection).per_step
         ]
     return []
 
@@ -289,12 +289,16 @@ def cost_count(ex: Explanation, count: str) -> float:
     from tcx.core.views.cost import build_cost
 
     cost = build_cost(ex.model, ex.selection)
-    value = cost.call_ms if count == "call_ms" else cost.speedup
+    value = cost.step_ms if count == "call_ms" else cost.speedup
     if value is not None:
         return round(value, 3)
     if failure(ex.model) is not None:
         return 0.0
-    what = "no steady call was measured" if count == "call_ms" else "no eager run was compared with it"
+    g = cost.primary.group if cost.primary else None
+    if count == "call_ms":
+        what = (g.time_note if g else None) or "no steady step was measured"
+    else:
+        what = (g.speedup_note if g else None) or "no eager run was compared with it"
     option = "--max-call-ms" if count == "call_ms" else "--min-speedup"
     raise InputError(
         f"{ex.model.target}: {cost.unavailable or what}, so {option} cannot be judged.",

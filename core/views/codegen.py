@@ -8,6 +8,7 @@ Pure and torch-free; works on live runs, saved recordings and TORCH_TRACE logs.
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -112,8 +113,22 @@ class ExternCall:
     compile_id: str | None
     graph: str
     text: str
-    source_nodes: list[str]
+    source_nodes: list[str]  # the nodes Inductor lists for the call: its input chain, then its own
     aten: list[str]
+    node: str | None = None  # the post-grad node it computes (mm, addmm, bmm, ...)
+    user_line: dict[str, Any] | None = None  # that node's line: the op's own, not its inputs'
+    flops: int | None = None  # 2·M·N·K of a matmul, from that node's shapes (None: not a matmul or symbolic)
+    handle: str | None = None  # Inductor's provenance debug handle (extern_kernels.mm:4), when logged
+
+    @property
+    def site(self) -> str | None:
+        """How tcx names the call among its graph's: its node, else its debug handle."""
+        return self.node or self.handle
+
+    @property
+    def op(self) -> str:
+        """The ATen op as the profiler names its range (extern_kernels.mm -> aten::mm)."""
+        return profiler_op(self.name)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -123,7 +138,79 @@ class ExternCall:
             "call": self.text,
             "source_nodes": self.source_nodes,
             "aten": self.aten,
+            "node": self.node,
+            "user_line": self.user_line,
+            "flops": self.flops,
+            "handle": self.handle,
         }
+
+
+def profiler_op(name: str) -> str:
+    """The profiler's name for the ATen op a wrapper line calls: extern_kernels.mm -> aten::mm,
+    torch.ops.aten._foo.default -> aten::_foo."""
+    if name.startswith("extern_kernels."):
+        return "aten::" + name[len("extern_kernels.") :]
+    parts = name.split(".")
+    if "aten" in parts[:-1]:
+        op = parts[parts.index("aten") + 1]
+        return f"aten::{op}"
+    return name
+
+
+def extern_call(step: Step, code: OutputCode, nodes: dict[str, FxNode]) -> ExternCall:
+    """One extern call of a wrapper, with the graph node it computes: the provenance map's node for its
+    debug handle, else the last of its source nodes whose op is the call's (Inductor lists the call's
+    whole input chain, so the first ones are other ops' nodes), and that node's line and FLOPs."""
+    call = ExternCall(step.name or "?", code.compile_id, code.graph, step.text, step.source_nodes, step.aten)
+    call.handle = step.handle
+    op = call.op.removeprefix("aten::")
+    mapped = (code.node_map.get("cppCodeToPost") or {}).get(step.handle or "") or []
+    candidates = [n for n in reversed(step.source_nodes) if _op_name(nodes.get(n)) == op]
+    call.node = next((n for n in mapped if isinstance(n, str)), None) or (
+        candidates[0] if candidates else None
+    )
+    traces = code.stack_traces.get(step.handle or "") if step.handle else None
+    lines = _user_lines(traces) if traces else []
+    node = nodes.get(call.node or "")
+    call.user_line = lines[0] if lines else (node.user_line if node else None)
+    call.flops = matmul_flops(node, nodes) if node else None
+    return call
+
+
+def _extern_note(call: ExternCall) -> str:
+    """What an extern line computes: its own node and line (its source nodes list its inputs too)."""
+    line = call.user_line or {}
+    where = f" at {os.path.basename(str(line['file']))}:{line.get('line')}" if line.get("file") else ""
+    return f"computes {call.node}{where}" if call.node else (f"computes{where}" if where else "")
+
+
+def _op_name(node: FxNode | None) -> str | None:
+    """aten.mm.default -> mm."""
+    if node is None or not node.op:
+        return None
+    parts = node.op.split(".")
+    return parts[1] if len(parts) >= 2 and parts[0] == "aten" else None
+
+
+def matmul_flops(node: FxNode, nodes: dict[str, FxNode]) -> int | None:
+    """2·M·N·K of an mm, addmm or bmm node: its output's shape and its first matrix's inner size."""
+    op = _op_name(node)
+    first = {"mm": 0, "bmm": 0, "addmm": 1, "baddbmm": 1}.get(op or "")
+    out = node.type
+    if first is None or out is None or len(node.args) <= first:
+        return None
+    a = nodes.get(node.args[first])
+    a_type = a.type if a else None
+    if a_type is None or not a_type.shape:
+        return None
+    try:
+        sizes = [int(d) for d in out.shape] + [int(a_type.shape[-1])]
+    except ValueError:
+        return None  # a symbolic size
+    total = 2
+    for d in sizes:
+        total *= d
+    return total
 
 
 @dataclass
@@ -313,15 +400,17 @@ def build_codegen(
             )
     post_grad = PostGradNodes(model)
 
+    ordinal = _ordinals(outputs)
+
     def section(code: OutputCode) -> CodeSection:
         ks = parse_kernels(code, post_grad.of(code.compile_id))
         wrapper = parse_wrapper(code, {k.name for k in ks})
         _attach_call_origins(ks, wrapper, code)
-        externs = [
-            ExternCall(s.name or "?", code.compile_id, code.graph, s.text, s.source_nodes, s.aten)
-            for s in wrapper.launches
-            if s.kind in ("extern", "fallback")
-        ]
+        own = post_grad.module(code.compile_id, ordinal.get(id(code), 0))
+        steps = [s for s in wrapper.launches if s.kind in ("extern", "fallback")]
+        externs = [extern_call(s, code, own) for s in steps]
+        for step, call in zip(steps, externs, strict=True):
+            step.note = _extern_note(call)
         return CodeSection(wrapper, [k for k in ks if selection.shows_kernel(k.name)], externs)
 
     chosen = [c for c in outputs if not (graph and c.graph != graph) and selection.includes(c.compile_id)]
@@ -332,6 +421,16 @@ def build_codegen(
     return CodegenView(
         model, selection, device, LazyItems(chosen, section), outputs, unavailable, errors, notes
     )
+
+
+def _ordinals(outputs: list[OutputCode]) -> dict[int, int]:
+    """Each module's place among its compile's modules (0 its forward or inference graph, 1 its
+    backward): the post-grad graphs come in the same order."""
+    seen: dict[str | None, int] = {}
+    out = {}
+    for code in outputs:
+        out[id(code)] = seen[code.compile_id] = seen.get(code.compile_id, -1) + 1
+    return out
 
 
 def _feature_note(model: RunModel, prefix: str) -> str | None:
@@ -404,6 +503,14 @@ class PostGradNodes:
         for ev in model.documents.of("artifact:inductor_post_grad_graph"):
             self._events.setdefault(ev.compile_id or "", []).append(ev)
         self._last: tuple[str, dict[str, FxNode]] | None = None
+
+    def module(self, compile_id: str | None, ordinal: int) -> dict[str, FxNode]:
+        """The nodes of one post-grad graph of a compile (its forward, then its backward), whose names
+        another graph of the compile may reuse."""
+        events = self._events.get(compile_id or "", [])
+        if ordinal >= len(events):
+            return {}
+        return {n.name: n for n in parse_graph_nodes(events[ordinal].payload or "")}
 
     def of(self, compile_id: str | None) -> dict[str, FxNode]:
         cid = compile_id or ""

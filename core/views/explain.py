@@ -39,7 +39,7 @@ class BreakSite:
     suggestion: str | None
     entry_frame: Frame | None  # the user's line that led into library code, when the break is there
     regions: list[dict[str, Any]] = field(default_factory=list)
-    measured_ms: float | None = None  # eager ms per call this break causes, when `tcx cost` measured it
+    measured_ms: float | None = None  # eager ms per step this break causes, when `tcx cost` measured it
 
     @property
     def function(self) -> str | None:
@@ -174,7 +174,7 @@ def _sites(breaks: list[GraphBreak], compiles: dict[str, Compile]) -> list[Break
 
 
 def _rank_by_measured_cost(model: RunModel, selection: Selection, sites: list[BreakSite]) -> None:
-    """Worst first by what each break costs per call when the run was measured (`tcx cost`); the
+    """Worst first by what each break costs per step when the run was measured (`tcx cost`); the
     order above breaks ties and ranks what was not measured."""
     from tcx.core.cost.measurements import measured_break_ms
 
@@ -341,5 +341,5 @@ def _site_json(s: BreakSite) -> dict[str, Any]:
         "user_stack": [f.to_json() for f in s.user_stack],
         "compile_ids": [e.compile_id for e in s.occurrences],
         "regions": s.regions,
-        "measured_ms_per_call": s.measured_ms,
+        "measured_ms_per_step": s.measured_ms,
     }

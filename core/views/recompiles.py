@@ -114,6 +114,7 @@ class Call:
     from_trace: bool = False  # reconstructed from torch's trace (no live per-call capture)
     wraps: str | None = None  # the callable the program compiled, when `function` is a frame around it
     promotions: list[Promotion] = field(default_factory=list)  # dims made symbolic by this compile
+    expected: str | None = None  # why this recompile is expected, not a problem (grad mode: train and eval)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -131,6 +132,7 @@ class Call:
             "cause": self.cause,
             "remedy": self.remedy,
             "limit": self.limit,
+            "expected": self.expected,
         }
 
 

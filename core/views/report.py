@@ -42,7 +42,7 @@ class Problem:
     title: str
     detail: str
     where: str | None = None
-    ms_per_call: float | None = None  # what it costs per call, when `tcx cost` measured the run
+    ms_per_step: float | None = None  # what it costs per step, when `tcx cost` measured the run
 
     def to_json(self) -> dict[str, Any]:
         return dict(vars(self))
@@ -190,24 +190,24 @@ def _cost(model: RunModel, selection: Selection, failures: dict[str, str]) -> An
 
 
 def _rank_by_measured_cost(problems: list[Problem], cost: Any) -> None:
-    """Top problems ranked by measured ms per call: each break at its site, the skipped frames, the
-    recompiles (their compile time spread over the calls); the program's own failure stays first and
-    what was not measured keeps its order after what was."""
+    """Top problems ranked by measured ms per step: each break at its site, the skipped frames, the
+    recompiles that recur in steady state (a one-time compile is not a per-step cost); the program's
+    own failure stays first and what was not measured keeps its order after what was."""
     by_where: dict[str, float] = {}
     by_kind: dict[str, float] = {}
-    for f in cost.findings:
+    for f in cost.per_step:
         where = f"{f.file}:{f.line}"
         if f.kind == "graph_break":
-            by_where[where] = by_where.get(where, 0.0) + f.ms_per_call
+            by_where[where] = by_where.get(where, 0.0) + f.ms_per_step
         elif f.kind in ("recompile", "skipped_frame"):
             kind = "recompiles" if f.kind == "recompile" else "failed frame"
-            by_kind[kind] = by_kind.get(kind, 0.0) + f.ms_per_call
+            by_kind[kind] = by_kind.get(kind, 0.0) + f.ms_per_step
     for p in problems:
         if p.kind == "graph break":
-            p.ms_per_call = by_where.get(p.where or "")
+            p.ms_per_step = by_where.get(p.where or "")
         elif p.kind in by_kind:
-            p.ms_per_call = by_kind[p.kind]
-    problems.sort(key=lambda p: (p.kind != "program", p.ms_per_call is None, -(p.ms_per_call or 0.0), p.rank))
+            p.ms_per_step = by_kind[p.kind]
+    problems.sort(key=lambda p: (p.kind != "program", p.ms_per_step is None, -(p.ms_per_step or 0.0), p.rank))
 
 
 def _pipeline(
