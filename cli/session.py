@@ -48,7 +48,7 @@ def _record(target: ProgramTarget, opts: object | None, extend: Extend | None = 
 
     opts = opts or driver.RunOptions()
     with LastRun() if getattr(opts, "keep_last", False) else nullcontext() as slot:
-        return finish_live(target, record_live(target, opts), opts, slot)
+        return finish_live(target, record_live(target, opts), opts, slot, extend)
 
 
 def record_live(target: ProgramTarget, opts: Any) -> Any:
@@ -59,10 +59,12 @@ def record_live(target: ProgramTarget, opts: Any) -> Any:
         return driver.record(target, opts, progress)
 
 
-def finish_live(target: ProgramTarget, run: Any, opts: Any, slot: LastRun | None) -> Loaded:
+def finish_live(
+    target: ProgramTarget, run: Any, opts: Any, slot: LastRun | None, extend: Extend | None = None
+) -> Loaded:
     """A finished live run's model: its child processes and the user's sources attached, saved where
     asked and in `slot` (the run's place in .tcx/, held while it ran), its folder removed. A command may
-    append events to `run.path` before calling this."""
+    append events to `run.path` before calling this, or in `extend`, given the run's first model."""
     from tcx.core.run import driver
 
     try:
