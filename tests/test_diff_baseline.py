@@ -101,7 +101,7 @@ def test_a_baseline_file_is_a_side_of_diff_read_into_the_same_facts(runs, tmp_pa
 @pytest.mark.parametrize(
     ("edit", "says"),
     [
-        (lambda d: d["counts"].update(graph_break_count="many"), "counts.graph_break_count is not a number"),
+        (lambda d: d["counts"].update(graph_break_count="many"), "counts.graph_break_count is not a count"),
         (lambda d: d.update(graph_breaks={"type": "x"}), "'graph_breaks' is not a list"),
         (lambda d: d["graph_breaks"].append({"line": 3}), "a graph break without a type"),
         (lambda d: d.update(kernels=[7]), "a kernel without a name"),

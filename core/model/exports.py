@@ -234,6 +234,7 @@ class ExportBuilder:
             if (
                 isinstance(body, list)
                 and len(body) == 2
+                and isinstance(body[1], int)  # an index into the file table, as the interner takes
                 and str(body[0]).replace("\\", "/").endswith(ENTRY_FILES)
             ):
                 self.entry_files.add((ev.rank, body[1]))
