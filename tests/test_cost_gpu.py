@@ -11,7 +11,10 @@ span that launched it, 1 when a CUDA-graph replay ran it].
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from conftest import REPO, run_tcx
 
 from tcx.core.cost.findings import _kernel_findings, _launch_finding
 from tcx.core.cost.gpu import peaks_for
@@ -139,3 +142,31 @@ def test_kernels_a_cuda_graph_replay_ran_go_to_their_graph_kernels_and_extern_ca
     # its FLOP rate: the node's 2·8192³ FLOPs over the kernel's 80 µs on the device
     assert extern.gpu is not None and extern.gpu["flops_from"] == "the shapes of node mm"
     assert extern.gpu["flops_s"] == pytest.approx(2 * 8192**3 / 80e-6)
+
+
+# A real run on an NVIDIA H200 (torch 2.11, bench/gpu_cost.py's matmul workload): mode="max-autotune"
+# keeps cuBLAS for the 8192³ bf16 matmul and runs the graph from a CUDA graph, and Inductor splits the
+# graph into partitions (call() hands its arguments to partition_0, whose body holds the mm).
+H200_MATMUL = REPO / "fixtures" / "gpu" / "h200_matmul_max_autotune.tcx.gz"
+
+
+def test_a_partitioned_graphs_extern_call_is_listed_where_the_partition_runs_it():
+    out = run_tcx("codegen", str(H200_MATMUL))
+    assert out.returncode == 0, out.stderr
+    assert "0 kernel(s), 1 extern call(s)" in out.stdout  # was 0 extern calls: the partition was not read
+    assert "extern_kernels.mm(arg0_1, arg1_1, out=buf0)" in out.stdout
+    assert "partition0_args" not in out.stdout  # call()'s hand-over, not a step of its own
+
+
+def test_the_cuda_graph_replayed_matmul_has_its_flop_rate_from_its_node():
+    out = run_tcx("cost", str(H200_MATMUL), "--format", "json")
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)["steps"][0]["breakdown"]
+    mm = next(r for r in rows if r["part"] == "extern" and r["name"] == "aten::mm")
+    assert mm["replayed"] and "nvjet_sm90_tst_320x128_64x3_1x2_h_bz_coopB_NNT" in mm["device_kernels"]
+    gpu = mm["gpu"]
+    assert gpu["flops"] == 2 * 8192**3 and gpu["flops_from"] == "the shapes of node mm"
+    assert gpu["bound"] == "compute"
+    # bfloat16's dense peak, the dtype read from the node (a replay has no op range to give it)
+    assert gpu["share_of_peak"] == pytest.approx(gpu["flops_s"] / H200.flops_s["bfloat16"])
+    assert not any("nvjet" in k for r in rows if r["part"] == "other" for k in r["device_kernels"])

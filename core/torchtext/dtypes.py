@@ -64,6 +64,14 @@ def itemsize(dtype: str | None) -> int | None:
     return _SIZES.get(dtype.strip().removeprefix("torch."))
 
 
+_FULL = {abbr: name for name, abbr, _ in _DTYPES} | {name: name for name, _, _ in _DTYPES} | _ALIASES
+
+
+def full_name(dtype: str | None) -> str | None:
+    """torch's own name of a dtype however it is spelled: `bf16`, `torch.bfloat16` -> `bfloat16`."""
+    return _FULL.get(dtype.strip().removeprefix("torch.")) if dtype else None
+
+
 def nbytes(shape: Sequence[str | int], dtype: str | None) -> int | None:
     """Bytes of a dense tensor of this shape (None when a size is symbolic or the dtype unknown)."""
     size = itemsize(dtype)

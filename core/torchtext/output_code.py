@@ -259,14 +259,59 @@ class CallCode:
 
 
 def call_body(source: str) -> tuple[str, list[tuple[int, str]]]:
-    """The text of `def call(...)` and its body lines (line number in the module, stripped text)."""
+    """The text of `def call(...)` and its body lines (line number in the module, stripped text).
+
+    With graph partitions (Inductor splits a graph where CUDA graphs cannot capture it), call()
+    only hands each partition its arguments (`(buf0,) = self.partitions[0](partition0_args)`): that
+    line stands for the body of the partition function it runs, in place, so the kernels and
+    extern calls are listed in the order they run, each at its own line of the module."""
     # the last call() is the graph's (earlier ones may belong to subgraphs)
     m = next(reversed(list(_CALL_DEF.finditer(source))), None)
     if m is None:
         return "", []
-    indent = len(m.group("indent").expandtabs())
-    start_line = source.count("\n", 0, m.start()) + 1
-    lines = source[m.start() :].splitlines()
+    text, numbered = _def_body(source, m.start(), len(m.group("indent").expandtabs()))
+    partitions = _partition_names(source)
+    if not partitions:
+        return text, numbered
+    texts, lines = [text], []
+    handed: set[str] = set()  # names call() put in a partition's argument list: the partition frees them
+    for lineno, line in numbered:
+        args = _PARTITION_ARGS.match(line)
+        if args:
+            handed |= {args.group("list")} | {n.strip() for n in args.group("names").split(",") if n.strip()}
+            continue
+        dels = _DEL.match(line)
+        if dels and {n.strip() for n in dels.group("names").split(",") if n.strip()} <= handed:
+            continue
+        call = _PARTITION_CALL.match(line)
+        index = int(call.group("index")) if call else len(partitions)
+        name = partitions[index] if index < len(partitions) else None
+        d = re.search(rf"^def {re.escape(name)}\(args\):\s*$", source, re.M) if name else None
+        if d is None:
+            lines.append((lineno, line))
+            continue
+        part_text, part_lines = _def_body(source, d.start(), 0)
+        texts.append(part_text)
+        lines.extend((n, ln) for n, ln in part_lines if not _PARTITION_OWN.match(ln))
+    return "\n\n".join(texts), lines
+
+
+# call()'s hand-over to a partition, the partitions in order, and a partition's own argument lines
+_PARTITION_CALL = re.compile(r"^[\w(), ]*=\s*self\.partitions\[(?P<index>\d+)\]\(\w+\)\s*$")
+_PARTITIONS = re.compile(r"^\w+ = Runner\(partitions=\[(?P<names>[\w, ]*)\]\)", re.M)
+_PARTITION_ARGS = re.compile(r"^(?P<list>partition\d+_args) = \[(?P<names>[\w, ]*)\]$")
+_PARTITION_OWN = re.compile(r"^(?:[\w, ]+ = args|args\.clear\(\)|return\b.*)$")
+
+
+def _partition_names(source: str) -> list[str]:
+    m = _PARTITIONS.search(source)
+    return [n.strip() for n in m.group("names").split(",") if n.strip()] if m else []
+
+
+def _def_body(source: str, start: int, indent: int) -> tuple[str, list[tuple[int, str]]]:
+    """A `def` at `start` (indented `indent` columns): its text and its body's numbered lines."""
+    start_line = source.count("\n", 0, start) + 1
+    lines = source[start:].splitlines()
     body = [lines[0]]
     for line in lines[1:]:
         if line.strip() and len(line) - len(line.lstrip()) <= indent:

@@ -28,6 +28,7 @@ from tcx.core.ingest.lazy_items import LazyItems, stream
 from tcx.core.ingest.trace_events import TraceEvent
 from tcx.core.model import RunModel
 from tcx.core.selection import Selection, whole_run
+from tcx.core.torchtext import dtypes
 from tcx.core.torchtext.dtypes import human_bytes
 from tcx.core.torchtext.fx_graph import FxNode, parse_graph_nodes
 from tcx.core.torchtext.output_code import (
@@ -118,6 +119,7 @@ class ExternCall:
     node: str | None = None  # the post-grad node it computes (mm, addmm, bmm, ...)
     user_line: dict[str, Any] | None = None  # that node's line: the op's own, not its inputs'
     flops: int | None = None  # 2·M·N·K of a matmul, from that node's shapes (None: not a matmul or symbolic)
+    dtype: str | None = None  # the node's output dtype, torch's name (bfloat16)
     handle: str | None = None  # Inductor's provenance debug handle (extern_kernels.mm:4), when logged
 
     @property
@@ -174,6 +176,7 @@ def extern_call(step: Step, code: OutputCode, nodes: dict[str, FxNode]) -> Exter
     node = nodes.get(call.node or "")
     call.user_line = lines[0] if lines else (node.user_line if node else None)
     call.flops = matmul_flops(node, nodes) if node else None
+    call.dtype = dtypes.full_name(node.type.dtype) if node and node.type else None
     return call
 
 

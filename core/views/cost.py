@@ -325,15 +325,17 @@ def _roofline(
     nbytes = piece.inductor_gb * 1e9 if piece.inductor_gb else piece.bytes
     flops: float | None = piece.flops or piece.inductor_flop
     flops_from = "the profiler" if piece.flops else ("Inductor's estimate" if piece.inductor_flop else None)
+    dtype = piece.dtype
     if not flops and key.part == "extern" and key.site is not None:
         call = code.extern(key.compile_id, key.phase == "backward", key.site)
         if call is not None and call.flops:  # a CUDA-graph replay has no op range: FLOPs from its node
             flops, flops_from = call.flops * piece.launches, f"the shapes of node {call.node}"
+            dtype = dtype or call.dtype
     gpu = roofline(
         piece.own_ns / n / 1e9,
         nbytes / n if nbytes else None,
         flops / n if flops else None,
-        piece.dtype,
+        dtype,
         peaks,
         tf32,
     )
