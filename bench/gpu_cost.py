@@ -9,8 +9,8 @@ it profiled (its Chrome trace and its key_averages table) — the same run, the 
 
 - every device kernel name of those steps: tcx's device time per step (the `device_kernels` of every
   breakdown row, summed by name: Triton kernels, cuBLAS/cuDNN kernels of extern calls, kernels a
-  CUDA-graph replay ran) against the profiler's (its trace's `kernel` events of that name, summed per
-  step and averaged over the same steps, read here with json alone); within 10% passes;
+  CUDA-graph replay ran) against the profiler's (its trace's `kernel` and `gpu_memset` events of that
+  name, summed per step and averaged over the same steps, read here with json alone); within 10% passes;
 - each row's device time and launch cost apart (`own_ms_per_step`, `launch_ms_per_step`), the device's
   busy share of a step and whether tcx calls the run launch-bound (nano_train: a tiny model on a big
   GPU), the matmul's extern row (mode="max-autotune" replays it from a CUDA graph) with its FLOP rate;
@@ -104,7 +104,8 @@ def profiler_kernels(folder: Path, calls: list[int]) -> tuple[dict[str, float], 
         trace = json.loads(path.read_text())
         events = trace["traceEvents"] if isinstance(trace, dict) else trace
         for e in events:
-            if e.get("cat") == "kernel" and e.get("ph") == "X":
+            # device work as the profiler's table counts it: kernels, and memsets (a CUDA-graph replay's)
+            if e.get("cat") in ("kernel", "gpu_memset") and e.get("ph") == "X":
                 per_name[e["name"]] = per_name.get(e["name"], 0.0) + float(e["dur"]) / 1000
                 launches[e["name"]] = launches.get(e["name"], 0.0) + 1
     table_path = folder / f"call{calls[0]}.txt" if calls else None
