@@ -13,9 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from markdown.extensions.toc import slugify
-
 from conftest import REPO, run_tcx
+from markdown.extensions.toc import slugify
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"
