@@ -33,7 +33,7 @@ def cli() -> None:
     """Make torch.compile explain itself.
 
     Start with `tcx explain script.py`: it runs the program once, as it runs, and keeps
-    the run in .tcx/last.tcx, so every other view reads it again in a second
+    the run in .tcx/last.tcx, so every other view reads it again without running it
     (`tcx guards .tcx/last.tcx`, `tcx show`).
 
     \b
