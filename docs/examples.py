@@ -13,7 +13,8 @@ A page marks a block with the command that produces it:
 `...`. Every command reads a recording or a TORCH_TRACE log under fixtures/ (offline: no
 program runs). It runs as a user would run it, `python -m tcx ...`, in a fresh folder that
 holds a copy of each fixture the command names, so the paths it prints are the same on every
-machine (a path outside that folder, recorded where the fixture was made, prints whole), with
+machine (a path outside that folder, recorded where the fixture was made, prints whole, as
+tcx prints a path two folders up or more), with
 NO_COLOR set and 100 columns. A non-zero exit code is shown as `$ echo $?`.
 
     python docs/examples.py --write   # run every example again and rewrite the pages
@@ -68,18 +69,20 @@ def examples(text: str, page: Path) -> list[Example]:
     return found
 
 
-def run(example: Example, root: Path = ROOT) -> str:
-    """The block's body: the command, what tcx printed (stdout, then stderr), its exit code."""
-    args = shlex.split(example.command)[1:]
+def run(command: str, root: Path = ROOT) -> tuple[list[str], int]:
+    """What `command` printed (stdout, then stderr) and its exit code."""
+    args = shlex.split(command)[1:]
     with tempfile.TemporaryDirectory(prefix="tcx-docs-") as tmp:
+        # Two levels below the temporary folder: a recorded path beside it (/tmp/tcx/...) is then
+        # `../..` away and prints whole, as it does from any checkout.
+        cwd = Path(tmp) / "checkout"
+        cwd.mkdir()
         for arg in args:
             path = arg.split(":", 1)[0]
             if path.startswith("fixtures/"):
-                source, copy = root / path, Path(tmp) / path
+                source, copy = root / path, cwd / path
                 if not source.exists():
-                    raise SystemExit(
-                        f"{example.page}: {example.command!r} names {path}, which does not exist"
-                    )
+                    raise SystemExit(f"{command!r} names {path}, which does not exist")
                 copy.parent.mkdir(parents=True, exist_ok=True)
                 (shutil.copytree if source.is_dir() else shutil.copy2)(source, copy)
         env = {**os.environ, "NO_COLOR": "1", "COLUMNS": str(WIDTH), "LINES": "50", "TERM": "dumb"}
@@ -87,28 +90,32 @@ def run(example: Example, root: Path = ROOT) -> str:
             env.pop(name, None)
         proc = subprocess.run(
             [sys.executable, "-m", "tcx", *args],
-            cwd=tmp,
+            cwd=cwd,
             env=env,
             capture_output=True,
             text=True,
             timeout=TIMEOUT_S,
             check=False,
         )
-    lines = (proc.stdout + proc.stderr).rstrip("\n").split("\n")
+    return (proc.stdout + proc.stderr).rstrip("\n").split("\n"), proc.returncode
+
+
+def body(example: Example, lines: list[str], returncode: int) -> str:
+    """The block: the command, its output (cut at `head=`), its exit code when not 0."""
     if example.head is not None and len(lines) > example.head:
         lines = [*lines[: example.head], "..."]
     out = [f"$ {example.command}", *lines]
-    if proc.returncode:
-        out += ["$ echo $?", str(proc.returncode)]
+    if returncode:
+        out += ["$ echo $?", str(returncode)]
     return "```console\n" + "\n".join(out) + "\n```\n"
 
 
 def render(root: Path = ROOT, jobs: int = 2) -> dict[Path, tuple[str, str]]:
     """Each page that marks examples: (the text it holds, the text with every block run again)."""
     texts = {page: page.read_text(encoding="utf-8") for page in pages(root)}
-    todo = [ex for page, text in texts.items() for ex in examples(text, page)]
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        bodies = dict(zip(todo, pool.map(lambda ex: run(ex, root), todo), strict=True))
+    commands = sorted({ex.command for page, text in texts.items() for ex in examples(text, page)})
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # a command two pages show runs once
+        results = dict(zip(commands, pool.map(lambda cmd: run(cmd, root), commands), strict=True))
     out = {}
     for page, text in texts.items():
         if not examples(text, page):
@@ -116,7 +123,8 @@ def render(root: Path = ROOT, jobs: int = 2) -> dict[Path, tuple[str, str]]:
 
         def fresh(m: re.Match[str], page: Path = page) -> str:
             marker = m[0][: m.start("body") - m.start()]
-            return marker + bodies[examples(m[0], page)[0]] + "<!-- /tcx-example -->\n"
+            example = examples(m[0], page)[0]
+            return marker + body(example, *results[example.command]) + "<!-- /tcx-example -->\n"
 
         out[page] = (text, BLOCK.sub(fresh, text))
     return out
