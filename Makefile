@@ -37,13 +37,14 @@ test-fast: $(STAMP)  ## the inner loop: unit tests, saved recordings and logs, o
 MYPY_LAYOUT := .mypy-layout
 STRICT      := tcx.core.model tcx.core.selection tcx.core.views.registry tcx.renderers.formats
 
-lint: $(STAMP)  ## ruff lint + format check, mypy (strict) on the model, selection, registry, formats
+lint: $(STAMP)  ## ruff lint + format check, mypy (strict) on the model, selection, registry, formats; the docs site
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	rm -rf $(MYPY_LAYOUT) && mkdir -p $(MYPY_LAYOUT)/tcx
 	for f in tcx/*.py; do ln -s $(CURDIR)/$$f $(MYPY_LAYOUT)/tcx/; done
 	for d in cli core renderers tui; do ln -s $(CURDIR)/$$d $(MYPY_LAYOUT)/tcx/$$d; done
 	cd $(MYPY_LAYOUT) && $(CURDIR)/$(VENV)/bin/mypy --config-file $(CURDIR)/pyproject.toml $(addprefix -p ,$(STRICT))
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet -d site
 
 format: $(STAMP)  ## apply ruff formatting and safe fixes
 	$(VENV)/bin/ruff format .

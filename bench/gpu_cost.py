@@ -18,7 +18,7 @@ it profiled (its Chrome trace and its key_averages table) — the same run, the 
   kernel reads two and writes one 2**28 float32 tensor (3 * 2**28 * 4 bytes), the softmax reads and
   writes one 8192x8192 float32 matrix (2 * 8192**2 * 4), the matmul does 2 * 8192**3 FLOPs; and the
   bandwidth / FLOP rate those give with the profiler's kernel time, against tcx's;
-- the tiny Llama is ranked end to end: its `tcx cost` text (the README's GPU example), its Chrome trace.
+- the tiny Llama is ranked end to end: its `tcx cost` text (docs/cost.md's GPU example), its Chrome trace.
 
 Needs torch with CUDA, triton, transformers (for the Llama), and tcx importable (`pip install -e .`);
 no network. Writes at most 5 files into OUT_DIR (the device tool brings back 8): gpu_cost.json,

@@ -32,9 +32,22 @@ CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 def cli() -> None:
     """Make torch.compile explain itself.
 
+    Start with `tcx explain script.py`: it runs the program once, as it runs, and keeps
+    the run in .tcx/last.tcx, so every other view reads it again without running it
+    (`tcx guards .tcx/last.tcx`, `tcx show`).
+
+    \b
+    Which commands run the program (seconds to minutes: a real torch.compile)
+    and which read a saved run (instant):
+      run it     a view given a script or module (explain, recompiles, guards,
+                 graphs, codegen, report, ...): one run; cost (eager, then
+                 compiled), cache (cold, then warm), numerics and fix: several
+                 runs; record CMD: any command, e.g. torchrun
+      read it    a view given FILE.tcx, TRACE.log or DIR; show; diff
+
     \b
     TARGET is one of:
-      script.py               run it as __main__, record every compile
+      script.py               run it as `__main__`, record every compile
       script.py:func          only that function's frames; with --call (or a
                               tcx_calls() in the script) tcx calls it itself
       package.module:func     import the module, call func with --call/tcx_calls()

@@ -1,4 +1,4 @@
-"""Make docs/browse.svg, the README's screenshot of `tcx browse`, from a real recording.
+"""Make docs/browse.svg, the screenshot of `tcx browse` on docs/browse.md, from a real recording.
 
     tcx report fixtures/programs/models/tiny_llama.py --save llama.tcx.gz -o /dev/null
     python docs/browse_screenshot.py llama.tcx.gz [KEY ...]

@@ -359,7 +359,7 @@ REFUSED_PATHS = ("missing", "name too long", "name too long, :func", "NUL byte",
 
 
 def _documented(reader: str, name: str) -> int:
-    """The exit code the README's table gives `name` read by `reader` (0: read, problems listed)."""
+    """The exit code docs/exit-codes.md gives `name` read by `reader` (0: read, problems listed)."""
     if reader == "resolve_target":  # resolution names what to read; it reads nothing
         return EXIT_USAGE if name in REFUSED_PATHS else 0
     if name == "bad deflate stream log" and reader != "load_recording":
@@ -388,7 +388,7 @@ def _read(reader: str, path: Path | str) -> Any:
 @pytest.mark.parametrize("reader", READERS)
 def test_every_reader_maps_every_failure_to_its_exit_code(tmp_path, reader):
     """Each reader fed each failure it can meet: a result, or a TcxError with the exit code the
-    README documents for that input; never another exception (the CLI's exit 5)."""
+    docs/exit-codes.md documents for that input; never another exception (the CLI's exit 5)."""
     outcomes = {}
     for name, path in _reader_inputs(tmp_path).items():
         if reader in LOADERS and (isinstance(path, str) or name == "FIFO"):

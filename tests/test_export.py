@@ -299,7 +299,7 @@ def test_the_report_has_an_export_section(deploy):
 def test_an_uncaught_failure_is_shown_at_the_branch_and_the_program_says_what_it_says(tmp_path):
     program = EXPORT / "data_dependent_if.py"
     proc = run_tcx("export", str(program), "--show-output", "--width", "200", env=ENV)
-    assert proc.returncode == 3, proc.stdout + proc.stderr  # the target failed (README exit codes)
+    assert proc.returncode == 3, proc.stdout + proc.stderr  # the target failed (docs/exit-codes.md)
     text = proc.stdout
     line = source_line(program, "# data-dependent")
     assert f"at fixtures/programs/export/data_dependent_if.py:{line} in forward" in text

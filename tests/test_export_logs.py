@@ -238,7 +238,7 @@ def test_an_empty_directory_says_where_draft_export_wrote(tmp_path):
     (tmp / f"export_{getpass.getuser()}").mkdir(parents=True)
     (tmp / f"export_{getpass.getuser()}" / "dedicated_log_torch_trace_x.log").write_text("V")
     proc = run_tcx("export", str(empty), env={**ENV, "TMPDIR": str(tmp)})
-    assert proc.returncode == 4, proc.stderr  # README: a log that cannot be read
+    assert proc.returncode == 4, proc.stderr  # docs/exit-codes.md: a log that cannot be read
     text = " ".join(proc.stderr.split())
     assert "is an empty directory" in text and "draft_export writes its own log" in text
     assert f"{tmp / ('export_' + getpass.getuser())} (1 log(s) there now)" in text

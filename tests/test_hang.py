@@ -112,7 +112,7 @@ def test_sigterm_from_outside_stops_every_rank_and_keeps_the_logs(tmp_path):
         time.sleep(3)  # rank 0 is in the all_reduce by now
         tcx.send_signal(signal.SIGTERM)
         _, err = tcx.communicate(timeout=120)
-    assert tcx.returncode == 128 + signal.SIGTERM, err  # README: 143, stopped by SIGTERM
+    assert tcx.returncode == 128 + signal.SIGTERM, err  # docs/exit-codes.md: 143, stopped by SIGTERM
     doc = json.loads(out.read_text())
     assert doc["program"]["status"] == "interrupted"
     _check_report(doc, logs, "SIGTERM")

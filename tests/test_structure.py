@@ -95,7 +95,7 @@ def test_no_import_cycles():
     assert cycles(graph) == []
 
 
-# The folders of core/ are the pipeline's stages (README, "How it works"): a stage imports only the
+# The folders of core/ are the pipeline's stages (docs/how-it-works.md): a stage imports only the
 # stages before it. Only the shared basics stay at core/'s top level.
 BELOW = {
     "tcx.core.torchtext": set(),
