@@ -1,4 +1,4 @@
-"""`tcx check TARGET`: a CI gate; one `--max-*` option per row of core/model/budgets.BUDGETS."""
+"""`tcx check TARGET`: a CI gate; one `--max-*` option per row of core/budgets.BUDGETS."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from tcx.cli.views import view_command
-from tcx.core.model.budgets import BUDGET_TYPES, BUDGETS, COST_BUDGETS, NUMERICS_BUDGETS, WARM_RUN_BUDGETS
+from tcx.core.budgets import BUDGET_TYPES, BUDGETS, COST_BUDGETS, NUMERICS_BUDGETS, WARM_RUN_BUDGETS
 from tcx.core.views.registry import get
 
 VIEW = get("check")

@@ -191,7 +191,7 @@ class Run:
     def check(self, selection: str | Selection | None = None, **budgets: Any) -> ViewResult:
         """Judge the run against budgets (`max_graph_breaks=0`, `max_recompiles=1`, …) as `tcx check`
         does (without a warm run or a baseline); `.passed` says whether it stayed within them."""
-        from tcx.core.model.budgets import BUDGET_TYPES, BUDGETS, WARM_RUN_BUDGETS
+        from tcx.core.budgets import BUDGET_TYPES, BUDGETS, WARM_RUN_BUDGETS
         from tcx.core.views.check import budgets_from, evaluate
 
         allowed = [k for k in BUDGETS if k not in WARM_RUN_BUDGETS]

@@ -104,8 +104,9 @@ BELOW = {
     "tcx.core.analysis": {"tcx.core.torchtext", "tcx.core.ingest", "tcx.core.model"},
 }
 # files: how every file tcx writes is written (never through a link); pysource: Python source as
-# the interpreter reads it (its encoding and lines), for the recorder, fix, renderers and MCP alike.
-BASICS = {"errors", "files", "frames", "pysource", "selection", "selectors"}
+# the interpreter reads it (its encoding and lines), for the recorder, fix, renderers and MCP alike;
+# budgets: the counts `tcx check` can limit, which the CLI declares at `tcx --help` time.
+BASICS = {"budgets", "errors", "files", "frames", "pysource", "selection", "selectors"}
 NEVER_BELOW_THE_CLI = ("tcx.cli", "tcx.renderers", "tcx.tui", "tcx.api")
 
 

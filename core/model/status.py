@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.model.budgets import COUNT_KEYS
+from tcx.core.budgets import COUNT_KEYS
 from tcx.core.model.conditions import RunConditions, run_conditions
 
 if TYPE_CHECKING:

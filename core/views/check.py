@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.analysis.log_consistency import disagreements
+from tcx.core.budgets import BUDGETS, FLOOR_BUDGETS
 from tcx.core.errors import EXIT_BUDGET, EXIT_INPUT, EXIT_OK, EXIT_TARGET, UsageError
 from tcx.core.model import Compile
-from tcx.core.model.budgets import BUDGETS, FLOOR_BUDGETS
 from tcx.core.model.conditions import run_conditions
 from tcx.core.model.failure import Failure, failure
 from tcx.core.model.status import CHILD_COUNTS
@@ -118,7 +118,7 @@ def evaluate(
     """Each budget against the program's count plus its child processes' (core/run/observed.py).
 
     `warm`: the warm run's `compile_seconds` and `cache_miss_count` (core/views/cache.py), which
-    the warm-start budgets (core/model/budgets.WARM_RUN_BUDGETS) are judged on. `accepted`: the settings
+    the warm-start budgets (core/budgets.WARM_RUN_BUDGETS) are judged on. `accepted`: the settings
     the user chose for this check (`--backend eager`): a run that used them instead of the
     program's own is judged; any other override fails the check (exit 4)."""
     children = ex.model.status.children

@@ -14,10 +14,10 @@ from typing import Any
 
 from tcx import __version__
 from tcx.core.analysis.kernel_compare import KernelFact, kernel_facts
+from tcx.core.budgets import COUNT_KEYS
 from tcx.core.errors import InputError
 from tcx.core.ingest.event_schema import decode_json, seconds
 from tcx.core.model import RunModel
-from tcx.core.model.budgets import COUNT_KEYS
 from tcx.core.model.conditions import RunConditions, conditions_from_json
 from tcx.core.selection import Selection, whole_run
 from tcx.core.views.cache import cache_counts
