@@ -225,9 +225,9 @@ def _stopped(model: RunModel) -> str | None:
     code = f" ({frame.code.strip()})" if frame and frame.code else ""
     first = (f.message or "").strip().splitlines()[0][:400] if f.message else ""
     text = f"the program stopped at {where}{code}: {f.headline}" + (f": {first}" if first else "")
-    exit_event = model.program_exit or {}
-    exc = str(exit_event.get("exc_type") or "")
-    if exc in VALUE_ERRORS or any(name in str(exit_event.get("message") or "") for name in VALUE_ERRORS):
+    program = model.status.program
+    exc = str(program.exc_type or "")
+    if exc in VALUE_ERRORS or any(name in str(program.message or "") for name in VALUE_ERRORS):
         text += " (the line needs a value the preview could not compute on the CPU)"
     elif "missing kernel for cuda" in first or "from the 'CPU' backend" in first:
         text += " (a CUDA kernel with no CPU counterpart: the preview computes values on the CPU)"

@@ -369,7 +369,7 @@ def build_codegen(
         arch = device.split(":", 1)[1]
         outputs, errors, archs = preview_codes(model, arch)
         if not outputs:
-            why = _feature_note(model, "cuda_preview")
+            why = model.status.features.why("cuda_preview")
             if why:
                 unavailable = why
             elif archs and arch not in archs:
@@ -382,7 +382,7 @@ def build_codegen(
                     "are of CPU tensors (above)"
                 )
             elif recorded_preview(model):
-                stopped = (model.program_exit or {}).get("status") not in (None, "ok")
+                stopped = model.status.program.exit_status not in (None, "ok")
                 unavailable = (
                     "Inductor generated no module: the program stopped before it compiled a graph "
                     "(where and why: above)"
@@ -431,14 +431,6 @@ def _ordinals(outputs: list[OutputCode]) -> dict[int, int]:
     for code in outputs:
         out[id(code)] = seen[code.compile_id] = seen.get(code.compile_id, -1) + 1
     return out
-
-
-def _feature_note(model: RunModel, prefix: str) -> str | None:
-    features = (model.run_start or {}).get("features") or {}
-    for name, why in features.items():
-        if name.split("=")[0] == prefix and why:
-            return str(why)
-    return None
 
 
 # --- kernels -------------------------------------------------------------------------------------
