@@ -26,10 +26,10 @@ from rich.console import Console
 from tcx.core.ingest.trace_events import unpack
 from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import build_model
-from tcx.core.run.rank_pool import rank_report
 from tcx.core.selection import whole_run
 from tcx.core.selectors import matches
 from tcx.core.views.codegen import build_codegen
+from tcx.core.views.rank_pool import rank_report
 from tcx.core.views.ranks import multi_rank_report
 from tcx.renderers.code_block import CONTINUATION
 from tcx.renderers.codegen_terminal import render_codegen

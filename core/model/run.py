@@ -142,7 +142,7 @@ class RunModel:
     aoti_compiles: list[AotiCompile] = field(default_factory=list)  # AOTInductor packages
     ranks: list[int] = field(default_factory=list)
     # The loaded input: only a multi-rank input's per-rank models are built from it again
-    # (core/run/rank_pool.py); views read the facts above.
+    # (core/views/rank_pool.py); views read the facts above.
     recording: Recording | None = None
 
     @property

@@ -104,7 +104,7 @@ class Explanation:
         m = self.model
         if len(m.ranks) < 2 or m.recording is None:
             return None
-        from tcx.core.run.rank_pool import rank_report
+        from tcx.core.views.rank_pool import rank_report
 
         return rank_report(m.recording)
 

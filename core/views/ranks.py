@@ -96,11 +96,11 @@ def summarize(models: dict[int, RunModel]) -> list[RankSummary]:
 def first_divergence(models: dict[int, RunModel]) -> Divergence | None:
     if len(models) < 2:
         return None
-    return divergence_of({rank: _facts_by_compile(m) for rank, m in models.items()})
+    return divergence_of({rank: facts_by_compile(m) for rank, m in models.items()})
 
 
 def divergence_of(facts: dict[int, dict[str, dict[str, Any]]]) -> Divergence | None:
-    """The first divergence from each rank's facts per compile id (core/run/rank_pool.py computes
+    """The first divergence from each rank's facts per compile id (core/views/rank_pool.py computes
     those in worker processes)."""
     ordered = sorted({cid for per in facts.values() for cid in per}, key=_order)
     divergent: list[tuple[str, dict[int, dict[str, Any] | None]]] = []
@@ -126,7 +126,7 @@ def _order(cid: str) -> tuple:
     return tuple(int(p) for p in parts) or (10**9,)
 
 
-def _facts_by_compile(m: RunModel) -> dict[str, dict[str, Any]]:
+def facts_by_compile(m: RunModel) -> dict[str, dict[str, Any]]:
     facts: dict[str, dict[str, Any]] = {}
     for cid, c in m.compiles.items():
         facts[cid] = {

@@ -22,8 +22,8 @@ from tcx.core.ingest.trace_events import event_rank
 from tcx.core.views.ranks import (
     Divergence,
     RankSummary,
-    _facts_by_compile,
     divergence_of,
+    facts_by_compile,
     multi_rank_report,
     split_by_rank,
     summarize,
@@ -61,4 +61,4 @@ def _rank_facts(ranks: list[int]) -> dict[int, tuple[RankSummary, Facts]]:
     """In a forked worker: these ranks' summaries and facts, from the parent's recording."""
     assert _SHARED is not None, "rank_pool workers are forked from rank_report"
     models = split_by_rank(_SHARED, only=set(ranks))
-    return {s.rank: (s, _facts_by_compile(models[s.rank])) for s in summarize(models)}
+    return {s.rank: (s, facts_by_compile(models[s.rank])) for s in summarize(models)}
