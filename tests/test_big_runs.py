@@ -347,6 +347,24 @@ def test_checksums_hold_for_payloads_with_tabs_of_their_own(tmp_path):
     assert unpack(lazy.events[0]["payload"]) == "def f(x):\n\treturn x\t# a tab\n"
 
 
+def test_a_record_of_context_keys_only_is_kept_by_both_readers_and_skipped_by_the_model(tmp_path):
+    """No event key, so no event name: the lazy reader's record is named "" (it was None, which its
+    TraceEvent type does not allow: strict mypy over core/ingest found it), the eager reader keeps
+    the dict, and the model built from either skips it."""
+    head = "V1206 15:18:15.925000 1500233 torch/_dynamo/utils.py:1] "
+    log = tmp_path / "keyless.log"
+    log.write_bytes(
+        (head + '{"frame_id": 0, "frame_compile_id": 0, "attempt": 0}\n').encode() + SIMPLE.read_bytes()
+    )
+    lazy, eager = load_trace(log), load_trace(log, lazy=False)
+    assert len(lazy.events) == len(eager.events) == len(load_trace(SIMPLE).events) + 1
+    assert lazy.events[0].name == "" and lazy.events[0]["md"] == eager.events[0]["md"]
+    plain = build_model(load_trace(SIMPLE))
+    for rec in (lazy, eager):
+        model = build_model(rec)
+        assert len(model.documents) == len(plain.documents) and not model.unknown_events
+
+
 def test_a_tensors_device_is_answered_without_reading_its_metadata_again(monkeypatch):
     from tcx.core.ingest.trace_lazy import LazyMetadata
 
