@@ -1,10 +1,13 @@
-"""The budgets `tcx check` enforces: option name -> (the count it limits, a label).
+"""The budgets `tcx check` enforces: option name -> Budget (the count it limits, its label, its type,
+the run it is judged on).
 
 Kept apart from core/views/check.py (which imports the explain model) so the CLI can declare one
 `--max-*` option per row without importing anything at `tcx --help` time.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 # The run's counts, as DESIGN.md's JSON contract defines them: what `diff` and baselines compare
 # and what a child process adds to the parent's budgets.
@@ -17,38 +20,80 @@ COUNT_KEYS = (
     "failed_frame_count",
 )
 
-BUDGETS: dict[str, tuple[str, str]] = {
-    "max_graph_breaks": ("graph_break_count", "graph breaks"),
-    "max_unique_graph_breaks": ("unique_graph_break_count", "distinct graph breaks"),
-    "max_recompiles": ("recompile_count", "recompiles"),
-    "max_graphs": ("graph_count", "graphs"),
-    "max_failed_frames": ("failed_frame_count", "failed frames"),
-    "max_rank_divergence": ("rank_divergence_count", "compile ids where ranks diverge"),
-    "max_compile_seconds": ("compile_seconds", "seconds of compile time (warm run)"),
-    "max_cache_misses": ("cache_miss_count", "cache lookups that missed or were bypassed (warm run)"),
-    "max_export_issues": ("export_issue_count", "torch.export issues (failures, draft reports)"),
-    "max_call_ms": ("call_ms", "ms per step (median, measured by tcx cost)"),
-    "min_speedup": ("speedup", "speedup over eager (measured by tcx cost)"),
-    "max_numerics_divergences": (
-        "numerics_divergent_count",
-        "values where compiled diverges from eager beyond rounding (judged by tcx numerics)",
-    ),
-    "max_numerics_error": ("numerics_max_abs", "largest |compiled - eager| of any value (tcx numerics)"),
-}
-# Budgets on a warm start: for a program, `tcx check` runs it cold then warm with the compile
-# caches on (as `tcx cache` does) and judges the warm run; a recording or log is judged itself.
-WARM_RUN_BUDGETS = ("max_compile_seconds", "max_cache_misses")
-# Budgets `tcx cost` measures: a program runs as `tcx cost` runs it; a recording must hold the measurement.
-COST_BUDGETS = ("max_call_ms", "min_speedup")
-# Budgets `tcx numerics` judges: a program runs as `tcx numerics --no-localize` runs it (eager with its
-# float64 twins, then compiled); a recording must hold its report.
-NUMERICS_BUDGETS = ("max_numerics_divergences", "max_numerics_error")
-# Budgets that are a floor: the check fails when the run is under the limit.
-FLOOR_BUDGETS = ("min_speedup",)
-# Budgets whose option is not an int.
-BUDGET_TYPES: dict[str, type] = {
-    "max_compile_seconds": float,
-    "max_call_ms": float,
-    "min_speedup": float,
-    "max_numerics_error": float,
+
+@dataclass(frozen=True)
+class Budget:
+    """One budget `tcx check` enforces, one value from its option to its SARIF rule: `key` is the
+    option's name in Python (`max_graph_breaks`, the click destination and `run.check()`'s keyword),
+    `count` the count it limits, `judged_on` the run that shows that count."""
+
+    key: str
+    count: str
+    label: str
+    type: type[int] | type[float] = int
+    floor: bool = False  # a minimum: the check fails when the run is under it (--min-speedup)
+    # "run": the run itself; "warm": a warm start (for a program, `tcx check` runs it cold then warm with
+    # the compile caches on, as `tcx cache` does; a recording or log is judged itself); "cost": a run as
+    # `tcx cost` measures it; "numerics": runs as `tcx numerics --no-localize` compares them (a recording
+    # must hold the measurement or the report)
+    judged_on: str = "run"
+
+    @property
+    def option(self) -> str:
+        return "--" + self.key.replace("_", "-")
+
+    @property
+    def rule_id(self) -> str:
+        """Its SARIF rule: `tcx/budget/graph-breaks` for --max-graph-breaks, `tcx/budget/min-speedup`."""
+        return "tcx/budget/" + self.option.removeprefix("--max-").removeprefix("--")
+
+
+BUDGETS: dict[str, Budget] = {
+    b.key: b
+    for b in (
+        Budget("max_graph_breaks", "graph_break_count", "graph breaks"),
+        Budget("max_unique_graph_breaks", "unique_graph_break_count", "distinct graph breaks"),
+        Budget("max_recompiles", "recompile_count", "recompiles"),
+        Budget("max_graphs", "graph_count", "graphs"),
+        Budget("max_failed_frames", "failed_frame_count", "failed frames"),
+        Budget("max_rank_divergence", "rank_divergence_count", "compile ids where ranks diverge"),
+        Budget(
+            "max_compile_seconds",
+            "compile_seconds",
+            "seconds of compile time (warm run)",
+            float,
+            judged_on="warm",
+        ),
+        Budget(
+            "max_cache_misses",
+            "cache_miss_count",
+            "cache lookups that missed or were bypassed (warm run)",
+            judged_on="warm",
+        ),
+        Budget("max_export_issues", "export_issue_count", "torch.export issues (failures, draft reports)"),
+        Budget(
+            "max_call_ms", "call_ms", "ms per step (median, measured by tcx cost)", float, judged_on="cost"
+        ),
+        Budget(
+            "min_speedup",
+            "speedup",
+            "speedup over eager (measured by tcx cost)",
+            float,
+            floor=True,
+            judged_on="cost",
+        ),
+        Budget(
+            "max_numerics_divergences",
+            "numerics_divergent_count",
+            "values where compiled diverges from eager beyond rounding (judged by tcx numerics)",
+            judged_on="numerics",
+        ),
+        Budget(
+            "max_numerics_error",
+            "numerics_max_abs",
+            "largest |compiled - eager| of any value (tcx numerics)",
+            float,
+            judged_on="numerics",
+        ),
+    )
 }

@@ -116,7 +116,7 @@ def test_no_import_cycles():
     assert cycles(graph) == []
 
 
-# The folders of core/ are the pipeline's stages (README, "How it works"): a stage imports only the
+# The folders of core/ are the pipeline's stages (docs/how-it-works.md): a stage imports only the
 # stages before it. Only the shared basics stay at core/'s top level. The upper floors: the cost
 # measurements and the numerics judgement are read by views; the run (targets, the driver, loading)
 # and fix (rewrite, re-run, compare) use views; views never import them back.
