@@ -235,7 +235,7 @@ def run_facts(
         graph_breaks=[_site(s) for s in ex.sites],
         recompile_reasons=_recompile_reasons(model, selection),
         kernels=kernel_facts(model, selection),
-        compile_time_s=_phases(model, selection),
+        compile_time_s=phase_totals(model, selection),
         caches=cache_counts(model, selection),
         ended=model.status.program.status,
         failure=model.status.program.exc_type or model.status.program.signal,
@@ -268,7 +268,8 @@ def _recompile_reasons(model: RunModel, selection: Selection) -> list[str]:
     ]
 
 
-def _phases(model: RunModel, selection: Selection) -> dict[str, float]:
+def phase_totals(model: RunModel, selection: Selection) -> dict[str, float]:
+    """Seconds of compile time per phase over the selected compiles (torch's compilation_metrics)."""
     totals: dict[str, float] = {}
     for comp in model.compiles.values():
         if not selection.includes(comp.compile_id):
