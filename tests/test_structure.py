@@ -265,7 +265,6 @@ RAW_LEFT = {
     "cli/cmd_record.py": 2,
     "core/analysis/compile_phases.py": 1,
     "core/analysis/kernel_compare.py": 2,
-    "core/analysis/log_consistency.py": 4,
     "core/analysis/preview_notes.py": 5,
     "core/analysis/restarts.py": 1,
     "core/analysis/shape_facts.py": 2,

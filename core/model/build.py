@@ -111,6 +111,7 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
         interner=facts.interner,
         exports=facts.exports,
         aoti_compiles=facts.aoti_compiles,
+        milestones=facts.milestones,
         ranks=ranks,
         recording=rec,
     )

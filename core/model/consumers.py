@@ -19,7 +19,7 @@ from tcx.core.ingest.event_schema import seconds
 from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.exports import ExportBuilder, ExportRun
-from tcx.core.model.facts import Compile, Frame, GraphBreak, Recompile, Sources
+from tcx.core.model.facts import Compile, Frame, GraphBreak, Milestone, Recompile, Sources
 from tcx.core.torchtext.graph_break_text import parse_graph_break
 
 
@@ -38,6 +38,7 @@ class Facts:
     interner: Interner = field(default_factory=Interner)  # file names torch interned (`str` events)
     exports: list[ExportRun] = field(default_factory=list)
     aoti_compiles: list[AotiCompile] = field(default_factory=list)
+    milestones: list[Milestone] = field(default_factory=list)
 
 
 class CompilesConsumer:
@@ -310,4 +311,37 @@ class ExportsConsumer:
 
 
 # In finishing order: RecompilesConsumer reads what CompilesConsumer found in the metrics.
-CONSUMERS = (CompilesConsumer, BreaksConsumer, RecompilesConsumer, SourcesConsumer, ExportsConsumer)
+_MILESTONES = {
+    "dynamo_start": "start",
+    "artifact:dynamo_graph_break_reason": "break",
+    "compilation_metrics": "end",
+}
+
+
+class MilestonesConsumer:
+    """Each compile's start, graph-break records and end, in log order (Milestone)."""
+
+    TRACE = frozenset(_MILESTONES)
+    RECORDER: frozenset[str] = frozenset()
+
+    def __init__(self) -> None:
+        self.milestones: list[Milestone] = []
+
+    def take_trace(self, ev: TraceEvent) -> None:
+        self.milestones.append(Milestone(_MILESTONES[ev.name], ev.compile_id, ev.rank))
+
+    def take_recorder(self, event: dict[str, Any]) -> None:
+        pass
+
+    def finish(self, facts: Facts) -> None:
+        facts.milestones = self.milestones
+
+
+CONSUMERS = (
+    CompilesConsumer,
+    BreaksConsumer,
+    RecompilesConsumer,
+    SourcesConsumer,
+    ExportsConsumer,
+    MilestonesConsumer,
+)

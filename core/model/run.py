@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.exports import ExportRun
-from tcx.core.model.facts import Compile, GraphBreak, Recompile, Sources
+from tcx.core.model.facts import Compile, GraphBreak, Milestone, Recompile, Sources
 
 if TYPE_CHECKING:
     from tcx.core.ingest.recording import Recording
@@ -140,6 +140,7 @@ class RunModel:
     interner: Interner = field(default_factory=Interner)
     exports: list[ExportRun] = field(default_factory=list)  # torch.export / draft_export calls
     aoti_compiles: list[AotiCompile] = field(default_factory=list)  # AOTInductor packages
+    milestones: list[Milestone] = field(default_factory=list)  # compiles' starts, breaks, ends in log order
     ranks: list[int] = field(default_factory=list)
     # The loaded input: only a multi-rank input's per-rank models are built from it again
     # (core/views/rank_pool.py); views read the facts above.
