@@ -6,6 +6,9 @@ where), consumers.py and build.py (the one pass that makes them), exports.py wit
 export_issues.py and aoti_provenance.py (torch.export and AOTInductor runs). The counts a budget
 can limit live in core/budgets.py, below the model, so `tcx --help` declares `tcx check`'s options
 without importing it.
+
+May import (tests/test_structure.py holds it): core/torchtext, core/ingest and core's top-level
+basics. It is the only reader of raw events outside the readers and the recorder.
 """
 
 from tcx.core.model.build import KNOWN_EVENTS, build_model
