@@ -420,8 +420,8 @@ def made_ranks(tmp_path: Path, n: int) -> Path:
 @pytest.mark.parametrize("source", ["fixture", "made"])
 def test_the_rank_pool_gives_the_serial_answer(tmp_path, source):
     folder = MULTI if source == "fixture" else made_ranks(tmp_path, 8)
-    rec = load_trace(folder)
-    pooled, serial = rank_report(rec, workers=2), multi_rank_report(rec)
+    model = build_model(load_trace(folder), "trace")
+    pooled, serial = rank_report(model, workers=2), multi_rank_report(model)
     assert [s.to_json() for s in pooled[0]] == [s.to_json() for s in serial[0]]
     assert pooled[1] is not None and pooled[1].to_json() == serial[1].to_json()
     if source == "made":

@@ -143,7 +143,7 @@ class RunModel:
     milestones: list[Milestone] = field(default_factory=list)  # compiles' starts, breaks, ends in log order
     ranks: list[int] = field(default_factory=list)
     # The loaded input: only a multi-rank input's per-rank models are built from it again
-    # (core/views/rank_pool.py); views read the facts above.
+    # (core/model/ranks.py); views read the facts above.
     recording: Recording | None = None
 
     @property

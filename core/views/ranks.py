@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.ingest.recording import Recording
-from tcx.core.ingest.trace_events import event_rank
-from tcx.core.model import RunModel, build_model
+from tcx.core.model import RunModel
+from tcx.core.model.ranks import rank_models
 from tcx.core.torchtext.output_code import count_kernels
 
 # Object ids and addresses differ between processes even when the guards mean the same thing.
@@ -54,24 +52,6 @@ class Divergence:
             "groups": self.groups,
             "divergent_compile_ids": [self.compile_id, *self.later],
         }
-
-
-def split_by_rank(rec: Recording, only: Collection[int] | None = None) -> dict[int, RunModel]:
-    """One model per rank (events that name no rank belong to every rank); `only` these ranks.
-    One pass over the events, whatever the number of ranks."""
-    ranks = sorted({event_rank(e) for e in rec.events} - {None})
-    per_rank: dict[Any, list[dict[str, Any]]] = {r: [] for r in ranks if only is None or r in only}
-    for e in rec.events:
-        rank = event_rank(e)
-        if rank is None:
-            for events in per_rank.values():
-                events.append(e)
-        elif rank in per_rank:
-            per_rank[rank].append(e)
-    return {
-        rank: build_model(Recording(header=rec.header, events=events, source=rec.source), "trace")
-        for rank, events in per_rank.items()
-    }
 
 
 def summarize(models: dict[int, RunModel]) -> list[RankSummary]:
@@ -209,8 +189,8 @@ def _cause(per_rank: dict[int, dict[str, Any] | None]) -> str:
     return "the ranks' compile facts differ"
 
 
-def multi_rank_report(rec: Recording) -> tuple[list[RankSummary], Divergence | None]:
-    models = split_by_rank(rec)
+def multi_rank_report(model: RunModel) -> tuple[list[RankSummary], Divergence | None]:
+    models = rank_models(model)
     return summarize(models), first_divergence(models)
 
 
@@ -303,9 +283,9 @@ def last_events(models: dict[int, RunModel]) -> list[RankLastEvent]:
     return out
 
 
-def hang_report(rec: Recording, stopped_by: str) -> HangReport | None:
+def hang_report(model: RunModel, stopped_by: str) -> HangReport | None:
     """Where each rank of a stopped job was: None for input from fewer than two ranks."""
-    models = split_by_rank(rec)
+    models = rank_models(model)
     if len(models) < 2:
         return None
     return HangReport(stopped_by, last_events(models), first_divergence(models))
