@@ -37,10 +37,9 @@ def _modules(model: RunModel, selection: Selection) -> list[tuple[str | None, st
             out.append((ev.compile_id, graph_of(ev.payload), ev.payload))
     if out or not recorded_preview(model):
         return out
-    for e in model.captures.of("cuda_preview"):
-        source = e.get("source")
-        if isinstance(source, str) and selection.includes(e.get("compile_id")):
-            out.append((e.get("compile_id"), str(e.get("graph") or graph_of(source)), source))
+    for module in model.preview.modules:
+        if module.source is not None and selection.includes(module.compile_id):
+            out.append((module.compile_id, module.graph or graph_of(module.source), module.source))
     return out
 
 

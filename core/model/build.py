@@ -112,6 +112,7 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
         exports=facts.exports,
         aoti_compiles=facts.aoti_compiles,
         milestones=facts.milestones,
+        preview=facts.preview,
         ranks=ranks,
         recording=rec,
     )

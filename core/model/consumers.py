@@ -20,6 +20,7 @@ from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.exports import ExportBuilder, ExportRun
 from tcx.core.model.facts import Compile, Frame, GraphBreak, Milestone, Recompile, Sources
+from tcx.core.model.preview import CudaPreview, PreviewDevice, PreviewModule, text
 from tcx.core.torchtext.graph_break_text import parse_graph_break
 
 
@@ -39,6 +40,7 @@ class Facts:
     exports: list[ExportRun] = field(default_factory=list)
     aoti_compiles: list[AotiCompile] = field(default_factory=list)
     milestones: list[Milestone] = field(default_factory=list)
+    preview: CudaPreview = field(default_factory=CudaPreview)
 
 
 class CompilesConsumer:
@@ -337,6 +339,53 @@ class MilestonesConsumer:
         facts.milestones = self.milestones
 
 
+class PreviewConsumer:
+    """The preview's events of the one pass (core/model/build.py), typed."""
+
+    TRACE: frozenset[str] = frozenset()
+    RECORDER = frozenset(
+        {"cuda_preview", "cuda_preview_device", "cuda_preview_decision", "cuda_preview_note"}
+    )
+
+    def __init__(self) -> None:
+        self.preview = CudaPreview()
+
+    def take_trace(self, ev: TraceEvent) -> None:
+        pass
+
+    def take_recorder(self, event: dict[str, Any]) -> None:
+        kind = event["kind"]
+        if kind == "cuda_preview_device":
+            if self.preview.device is None:  # the first, as the capture writes one
+                self.preview.device = PreviewDevice(
+                    text(event.get("arch")),
+                    tuple(event.get("assumptions") or ()),
+                    tuple(event.get("notes") or ()),
+                )
+        elif kind == "cuda_preview":
+            devices = event.get("devices")
+            ptx = event.get("ptx")
+            self.preview.modules.append(
+                PreviewModule(
+                    compile_id=text(event.get("compile_id")),
+                    graph=text(event.get("graph")),
+                    arch=text(event.get("arch")),
+                    source=text(event.get("source")),
+                    ptx=ptx if isinstance(ptx, dict) else {},
+                    seconds=event.get("seconds"),
+                    devices=tuple(str(d) for d in devices) if isinstance(devices, list) else None,
+                    error=text(event.get("error")),
+                )
+            )
+        elif kind == "cuda_preview_decision":
+            self.preview.decisions.append(event)
+        elif event.get("note"):
+            self.preview.notes.append(str(event["note"]))
+
+    def finish(self, facts: Facts) -> None:
+        facts.preview = self.preview
+
+
 CONSUMERS = (
     CompilesConsumer,
     BreaksConsumer,
@@ -344,4 +393,5 @@ CONSUMERS = (
     SourcesConsumer,
     ExportsConsumer,
     MilestonesConsumer,
+    PreviewConsumer,
 )

@@ -328,27 +328,27 @@ def preview_codes(model: RunModel, arch: str | None) -> tuple[list[OutputCode], 
     out, errors, archs = [], [], []
     provenance = _provenance_by_compile(model)
     seen: dict[str, int] = {}
-    for ev in model.captures.of("cuda_preview"):
-        cid = str(ev.get("compile_id") or "")
+    for module in model.preview.modules:
+        cid = module.compile_id or ""
         index = seen[cid] = seen.get(cid, -1) + 1
         maps = provenance.get(cid, [])
         maps = maps[index] if index < len(maps) else {}
-        archs.append(str(ev.get("arch")))
-        if arch and ev.get("arch") != arch:
+        archs.append(str(module.arch))
+        if arch and module.arch != arch:
             continue
-        if ev.get("error"):
-            errors.append(f"{ev.get('compile_id')} {ev.get('graph')}: {ev['error']}")
-        if ev.get("source"):
+        if module.error:
+            errors.append(f"{module.compile_id} {module.graph}: {module.error}")
+        if module.source:
             code = OutputCode(
-                ev.get("compile_id"),
-                ev.get("graph") or graph_of(ev["source"]),
-                ev["source"],
+                module.compile_id,
+                module.graph or graph_of(module.source),
+                module.source,
                 # a module of CPU tensors in a preview is the CPU's code, not the GPU's
-                f"cuda preview {ev.get('arch')}" if preview_device(ev) == "cuda" else "cpu",
+                f"cuda preview {module.arch}" if preview_device(module) == "cuda" else "cpu",
                 node_map=maps.get("node_map") or {},
                 stack_traces=maps.get("stack_traces") or {},
-                ptx=ev.get("ptx") or {},
-                seconds=seconds(ev.get("seconds")),
+                ptx=dict(module.ptx),
+                seconds=seconds(module.seconds),
             )
             out.append(code)
     return out, errors, list(dict.fromkeys(archs))
