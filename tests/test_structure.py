@@ -260,8 +260,8 @@ DELIBERATE = {"renderers/raw_events.py": 2}
 # Raw reads not yet turned into model facts (issue 37): file -> how many. The list may only shrink:
 # a new read anywhere fails, and so does a file whose reads were fixed and that is still listed.
 RAW_LEFT = {
-    "cli/cmd_cost.py": 7,
-    "cli/cmd_numerics.py": 3,
+    "cli/cmd_cost.py": 5,
+    "cli/cmd_numerics.py": 2,
     "core/analysis/compile_phases.py": 1,
     "core/analysis/kernel_compare.py": 1,
     "core/analysis/restarts.py": 1,

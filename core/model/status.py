@@ -51,6 +51,7 @@ class ProgramStatus:
     # "usage" and "setup" (the program could not start as asked), "tcx_error" (the recorder failed)
     exit_status: str | None = None
     where: str | None = None  # tcx's own line that failed, for "tcx_error"
+    wall_s: Any = None  # how long the program ran, as tcx's parent measured it
 
     @property
     def failed(self) -> bool:
@@ -236,6 +237,7 @@ def _program(m: RunModel) -> ProgramStatus:
         frames=frames if isinstance(frames, list) else None,
         exit_status=pe.get("status"),
         where=pe.get("where"),
+        wall_s=oc.get("wall_s"),
     )
 
 
