@@ -268,7 +268,6 @@ RAW_LEFT = {
     "core/analysis/shape_facts.py": 2,
     "core/cost/measurements.py": 2,
     "core/fix/verify.py": 1,
-    "core/run/command_run.py": 2,
     "core/run/observed.py": 2,
     "core/selectors.py": 1,
     "core/views/bytecode.py": 2,

@@ -181,6 +181,13 @@ class Recording:
     def first(self, kind: str) -> dict[str, Any] | LogRecord | None:
         return next(self.of_kind(kind), None)
 
+    def end_with(self, events: list[dict[str, Any]], target: str) -> Recording:
+        """This input with the events a run ends with appended (`outcome`, `program_exit`) and named
+        after what ran: a command `tcx record` ran, whose processes wrote only their trace logs."""
+        self.events += events
+        self.header["target"] = target
+        return self
+
 
 def _open_text(path: Path) -> IO[str]:
     with path.open("rb") as fh:
