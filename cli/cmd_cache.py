@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from tcx.cli.views import view_command
+from tcx.core.budgets import BUDGETS, Budget
 from tcx.core.run import run_series
 from tcx.core.views.registry import get
 
@@ -94,7 +95,7 @@ def record_runs(params: dict[str, Any], warm_runs: int, warm_env: dict[str, str]
     return loaded
 
 
-def warm_run(params: dict[str, Any], budgets: list[str]) -> tuple[Any, dict[str, float]]:
+def warm_run(params: dict[str, Any], budgets: list[Budget]) -> tuple[Any, dict[str, float]]:
     """For `tcx check`'s warm-start budgets: the run judged (a program's warm run after a cold one;
     a recording or log itself) and its counts. A count the run cannot show is an error, never 0."""
     from tcx.cli import common
@@ -107,7 +108,7 @@ def warm_run(params: dict[str, Any], budgets: list[str]) -> tuple[Any, dict[str,
     pairs = tuple((lo.model, common.selection(lo)) for lo in loaded)
     view = build_cache(*pairs[-1], earlier=pairs[:-1], labels=labels, envs=envs)
     judged = view.judged
-    if "max_cache_misses" in budgets and judged.caches_disabled:
+    if BUDGETS["max_cache_misses"] in budgets and judged.caches_disabled:
         raise InputError(
             f"{judged.model.target}: the compile caches were disabled in this run (tcx records with "
             "them off), so its cache misses cannot be counted.",

@@ -1,4 +1,4 @@
-"""`tcx check TARGET`: a CI gate; one `--max-*` option per row of core/model/budgets.BUDGETS."""
+"""`tcx check TARGET`: a CI gate; one `--max-*` option per row of core/budgets.BUDGETS."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from tcx.cli.views import view_command
-from tcx.core.model.budgets import BUDGET_TYPES, BUDGETS, COST_BUDGETS, NUMERICS_BUDGETS, WARM_RUN_BUDGETS
+from tcx.core.budgets import BUDGETS
 from tcx.core.views.registry import get
 
 VIEW = get("check")
@@ -20,14 +20,14 @@ def budget_options() -> list[Callable[..., Any]]:
     """`--max-graph-breaks N` and the others, one per budget."""
     return [
         click.option(
-            "--" + key.replace("_", "-"),
-            key,
-            type=BUDGET_TYPES.get(key, int),
+            budget.option,
+            budget.key,
+            type=budget.type,
             default=None,
             metavar="N",
-            help=f"Budget for {label}.",
+            help=f"Budget for {budget.label}.",
         )
-        for key, (_count, label) in BUDGETS.items()
+        for budget in BUDGETS.values()
     ]
 
 
@@ -63,8 +63,9 @@ def command(**params: Any) -> None:
         params = {**params, **dict.fromkeys(OVERRIDES)}  # nothing runs: not "ignored", accepted
     warm = None
     program = not isinstance(resolve_target(params["target"]), FileTarget)
-    numerics = any(key in budgets for key in NUMERICS_BUDGETS)
-    if numerics and any(key in budgets for key in (*WARM_RUN_BUDGETS, *COST_BUDGETS)):
+    judged_on = {BUDGETS[key].judged_on for key in budgets}
+    numerics = "numerics" in judged_on
+    if numerics and judged_on & {"warm", "cost"}:
         from tcx.core.errors import UsageError
 
         raise UsageError(
@@ -75,12 +76,12 @@ def command(**params: Any) -> None:
         from tcx.cli.cmd_numerics import numerics_run
 
         loaded = numerics_run({**params, "max_runs": 0, "localize": False})
-    elif any(key in budgets for key in WARM_RUN_BUDGETS):  # judged on a warm run, as `tcx cache` makes
+    elif "warm" in judged_on:  # judged on a warm run, as `tcx cache` makes
         from tcx.cli.cmd_cache import warm_run
 
-        loaded, warm = warm_run(params, [k for k in WARM_RUN_BUDGETS if k in budgets])
+        loaded, warm = warm_run(params, [BUDGETS[k] for k in budgets if BUDGETS[k].judged_on == "warm"])
     elif (
-        any(key in budgets for key in COST_BUDGETS) and program
+        "cost" in judged_on and program
     ):  # measured as `tcx cost` measures it: the eager run only when a speedup is asked for
         from tcx.cli.cmd_cost import cost_run
 

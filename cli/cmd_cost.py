@@ -223,14 +223,13 @@ def timed_run(params: dict[str, Any], argument: str, number: int, stance: str) -
     run = record_live(resolve_target(params["target"]), opts)
     seconds = time.monotonic() - began
     try:
-        captures = build_model(load_recording(run.path), "live").captures
+        model = build_model(load_recording(run.path), "live")
     finally:
         run.cleanup()
-    end = captures.first("program_exit") or {}
-    if end.get("status") == "usage":
-        raise UsageError(str(end.get("message")))
-    outcome = captures.first("outcome") or {}
-    status = end.get("status") or ("timeout" if outcome.get("timed_out") else "died")
+    program, captures = model.status.program, model.captures
+    if program.exit_status == "usage":
+        raise UsageError(str(program.message))
+    status = program.exit_status or ("timeout" if program.status == "timeout" else "died")
     keys = (
         "index",
         "function",
@@ -249,7 +248,7 @@ def timed_run(params: dict[str, Any], argument: str, number: int, stance: str) -
         "run": number,
         "stance": stance,
         "status": status,
-        "message": str(end.get("message") or "")[:500],
+        "message": str(program.message or "")[:500],
         "seconds": round(seconds, 3),
         "calls": calls,
         "spans": [{k: s[k] for k in SPAN_KEYS if k in s} for s in captures.of("cost_span")],

@@ -132,13 +132,12 @@ class LiveRunner:
             failed = program.status + (
                 f" ({': '.join(str(p) for p in (program.exc_type, *first) if p)[:200]})"
             )
-        outcome = model.captures.first("outcome") or {}
         config = model.captures.first("numerics_config") or {}
         problems = [f"{k}: {v}" for k, v in (config.get("features") or {}).items() if v]
         return RunResult(
-            seconds=outcome.get("wall_s"),
+            seconds=program.wall_s,
             failed=failed,
-            interrupted=program.status == "interrupted" or bool(outcome.get("interrupted")),
+            interrupted=program.status == "interrupted",  # tcx stopped it (the outcome says so)
             probes=list(model.captures.of("numerics_probe")),
             problems=problems,
         )

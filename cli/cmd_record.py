@@ -78,11 +78,11 @@ def command(**params: Any) -> None:
 def _hang(run: Any, model: Any, timeout: float | None) -> Any:
     """Where each rank was, when tcx stopped a multi-rank job (timeout, SIGTERM, SIGINT)."""
     stopped = run.interrupted_by or (f"tcx's timeout ({timeout:g} s)" if run.timed_out and timeout else None)
-    if not stopped or model.recording is None:
+    if not stopped:
         return None
     from tcx.core.views.ranks import hang_report
 
-    return hang_report(model.recording, stopped)
+    return hang_report(model, stopped)
 
 
 def _status(run: Any) -> str:

@@ -13,6 +13,7 @@ from tcx.core.errors import UsageError
 from tcx.core.frames import frame_origin
 from tcx.core.ingest.recording import load_recording
 from tcx.core.model import RunModel, build_model
+from tcx.core.model.status import ProgramStatus
 from tcx.core.run.inputs import model_of
 from tcx.core.run.last_run import LastRun
 from tcx.core.run.observed import attach_children, check_capture
@@ -93,16 +94,16 @@ def finish_live(
 def check_exit(model: RunModel) -> None:
     """A run that could not start the program as asked is a usage error (a missing function, no torch);
     a recorder that failed is tcx's error."""
-    exit_event = model.program_exit or {}
-    if exit_event.get("status") == "usage":
-        raise UsageError(str(exit_event.get("message")))
-    if exit_event.get("status") == "setup":
+    program = model.status.program
+    if program.exit_status == "usage":
+        raise UsageError(str(program.message))
+    if program.exit_status == "setup":
         raise UsageError(
-            str(exit_event.get("message")),
+            str(program.message),
             hint="tcx records with the torch installed next to it: pip install torch.",
         )
-    if exit_event.get("status") == "tcx_error":
-        raise RecorderError(exit_event)
+    if program.exit_status == "tcx_error":
+        raise RecorderError(program)
 
 
 @contextmanager
@@ -125,11 +126,10 @@ class RecorderError(Exception):
     """The recorder itself failed (a tcx bug); carries the child's traceback. `where` names the
     line of tcx's code that failed while the program ran (core/recorder/program.tcx_fault)."""
 
-    def __init__(self, event: dict) -> None:
-        message = " ".join(str(event.get("message") or "").split("\n\n")[0].split())[:600]
-        where = event.get("where")
-        text = f"{event.get('exc_type')}: {message}"
-        if where:
-            text = f"tcx's own code failed while the program ran ({where}) with {text}"
+    def __init__(self, program: ProgramStatus) -> None:
+        message = " ".join(str(program.message or "").split("\n\n")[0].split())[:600]
+        text = f"{program.exc_type}: {message}"
+        if program.where:
+            text = f"tcx's own code failed while the program ran ({program.where}) with {text}"
         super().__init__(text)
-        self.traceback = event.get("traceback", "")
+        self.traceback = program.traceback or ""

@@ -70,7 +70,7 @@ def select(model: RunModel, function: str | None, *, strict: bool = True) -> Sel
     compile is a usage error naming the functions that were compiled."""
     if not function:
         return whole_run(model)
-    if any(c.get("function") == function for c in model.calls):
+    if function in model.status.called:
         return Selection(
             function=function,
             compile_ids=tuple(model.compiles),

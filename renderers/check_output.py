@@ -201,7 +201,7 @@ def sarif(result: CheckResult) -> dict[str, Any]:
     for v in result.failed:
         if v.option in ("--max-graph-breaks", "--max-unique-graph-breaks"):
             continue  # each break site is a result above
-        rid = "tcx/budget/" + v.option.removeprefix("--max-")
+        rid = v.budget.rule_id
         rules.setdefault(
             rid, {"id": rid, "name": v.label, "shortDescription": {"text": f"tcx check: {v.label}"}}
         )

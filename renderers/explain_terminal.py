@@ -93,15 +93,7 @@ def render_header(ex: Explanation, console: Console, view: str = "explain") -> N
         head = Text(f"restarted {clean(r.compile_id)} {clean(name)}", style="warn")
         head.append(f" (attempt {r.attempt} thrown away{counted}): ", style="muted")
         console.print(Wrapped(head + Text(clean(r.reason)), prose=True, hang=2))
-    warnings = list(
-        dict.fromkeys(
-            (log.get("message") or "").strip().splitlines()[0]
-            for log in m.logs
-            if log.get("level") in ("WARNING", "ERROR", "CRITICAL")
-            and (log.get("message") or "").strip()
-            and not (log.get("message") or "").lstrip().startswith("Graph break")  # explained below
-        )
-    )
+    warnings = m.status.warnings  # graph breaks left out: explained below
     for message in warnings[:3]:
         console.print(Text(f"torch warned: {clean(message)}", style="warn"))
     if len(warnings) > 3:
@@ -110,8 +102,7 @@ def render_header(ex: Explanation, console: Console, view: str = "explain") -> N
         console.print(Text(f"warning: {clean(problem)}", style="warn"))
     if len(m.problems) > 5:
         console.print(Text(f"({len(m.problems) - 5} more warnings: --format json lists all)", style="muted"))
-    unavailable = {k: v for k, v in ((m.run_start or {}).get("features") or {}).items() if v}
-    for name, why in unavailable.items():
+    for name, why in m.status.features.unavailable().items():
         console.print(Text(f"note: {clean(name)}: {clean(why)}", style="warn"))
     console.print()
 

@@ -54,10 +54,8 @@ def _header(rep: RecompileReport, console: Console) -> None:
     console.print(counts)
     if not rep.live:
         console.print(Text(f"note: {rep.model.source_kind}: " + _live_note(), style="warn"))
-    features = (rep.model.run_start or {}).get("features") or {}
-    for name, why in features.items():
-        if why:
-            console.print(Text(f"note: {clean(name)}: {clean(why)}", style="warn"))
+    for name, why in rep.model.status.features.unavailable().items():
+        console.print(Text(f"note: {clean(name)}: {clean(why)}", style="warn"))
     console.print()
 
 

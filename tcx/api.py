@@ -191,14 +191,14 @@ class Run:
     def check(self, selection: str | Selection | None = None, **budgets: Any) -> ViewResult:
         """Judge the run against budgets (`max_graph_breaks=0`, `max_recompiles=1`, …) as `tcx check`
         does (without a warm run or a baseline); `.passed` says whether it stayed within them."""
-        from tcx.core.model.budgets import BUDGET_TYPES, BUDGETS, WARM_RUN_BUDGETS
+        from tcx.core.budgets import BUDGETS
         from tcx.core.views.check import budgets_from, evaluate
 
-        allowed = [k for k in BUDGETS if k not in WARM_RUN_BUDGETS]
+        allowed = [k for k, b in BUDGETS.items() if b.judged_on != "warm"]
         unknown = sorted(set(budgets) - set(allowed))
         if unknown:
             raise TypeError(f"check() got unknown budget(s) {unknown}; budgets: {', '.join(allowed)}")
-        values = {k: BUDGET_TYPES.get(k, int)(v) for k, v in budgets.items() if v is not None}
+        values = {k: BUDGETS[k].type(v) for k, v in budgets.items() if v is not None}
         if not values:
             raise TypeError("check() needs at least one budget, e.g. run.check(max_graph_breaks=0)")
         view = get("check")

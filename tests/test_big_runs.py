@@ -26,10 +26,10 @@ from rich.console import Console
 from tcx.core.ingest.trace_events import unpack
 from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import build_model
-from tcx.core.run.rank_pool import rank_report
 from tcx.core.selection import whole_run
 from tcx.core.selectors import matches
 from tcx.core.views.codegen import build_codegen
+from tcx.core.views.rank_pool import rank_report
 from tcx.core.views.ranks import multi_rank_report
 from tcx.renderers.code_block import CONTINUATION
 from tcx.renderers.codegen_terminal import render_codegen
@@ -347,6 +347,24 @@ def test_checksums_hold_for_payloads_with_tabs_of_their_own(tmp_path):
     assert unpack(lazy.events[0]["payload"]) == "def f(x):\n\treturn x\t# a tab\n"
 
 
+def test_a_record_of_context_keys_only_is_kept_by_both_readers_and_skipped_by_the_model(tmp_path):
+    """No event key, so no event name: the lazy reader's record is named "" (it was None, which its
+    TraceEvent type does not allow: strict mypy over core/ingest found it), the eager reader keeps
+    the dict, and the model built from either skips it."""
+    head = "V1206 15:18:15.925000 1500233 torch/_dynamo/utils.py:1] "
+    log = tmp_path / "keyless.log"
+    log.write_bytes(
+        (head + '{"frame_id": 0, "frame_compile_id": 0, "attempt": 0}\n').encode() + SIMPLE.read_bytes()
+    )
+    lazy, eager = load_trace(log), load_trace(log, lazy=False)
+    assert len(lazy.events) == len(eager.events) == len(load_trace(SIMPLE).events) + 1
+    assert lazy.events[0].name == "" and lazy.events[0]["md"] == eager.events[0]["md"]
+    plain = build_model(load_trace(SIMPLE))
+    for rec in (lazy, eager):
+        model = build_model(rec)
+        assert len(model.documents) == len(plain.documents) and not model.unknown_events
+
+
 def test_a_tensors_device_is_answered_without_reading_its_metadata_again(monkeypatch):
     from tcx.core.ingest.trace_lazy import LazyMetadata
 
@@ -402,8 +420,8 @@ def made_ranks(tmp_path: Path, n: int) -> Path:
 @pytest.mark.parametrize("source", ["fixture", "made"])
 def test_the_rank_pool_gives_the_serial_answer(tmp_path, source):
     folder = MULTI if source == "fixture" else made_ranks(tmp_path, 8)
-    rec = load_trace(folder)
-    pooled, serial = rank_report(rec, workers=2), multi_rank_report(rec)
+    model = build_model(load_trace(folder), "trace")
+    pooled, serial = rank_report(model, workers=2), multi_rank_report(model)
     assert [s.to_json() for s in pooled[0]] == [s.to_json() for s in serial[0]]
     assert pooled[1] is not None and pooled[1].to_json() == serial[1].to_json()
     if source == "made":

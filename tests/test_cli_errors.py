@@ -167,6 +167,34 @@ def test_importing_the_cli_imports_neither_torch_nor_rich():
     assert proc.returncode == 0, proc.stderr
 
 
+# What `tcx --help` and `tcx completion` may load: the click commands and the registry's option
+# declarations. The run model, the readers, the views, renderers, the TUI, torch and rich wait for
+# a command that needs them (README: `tcx --help` under 0.15 s).
+HELP_NEVER_IMPORTS = ("tcx.core.model", "tcx.core.ingest", "tcx.renderers", "tcx.tui", "torch", "rich")
+HELP_MODULES_AT_MOST = 26  # 22 today; a few more are fine, the model's ~40 are not
+
+
+def imported_modules(*args: str) -> list[str]:
+    """The modules `python -m tcx ARGS` imports, as its own `-X importtime` report lists them."""
+    argv = [sys.executable, "-X", "importtime", "-m", "tcx", *args]
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == EXIT_OK, proc.stderr[-2000:]
+    lines = proc.stderr.splitlines()
+    rows = [line.split("|")[-1].strip() for line in lines if line.startswith("import time:")]
+    return [name for name in rows[1:] if name]  # the first row is the header
+
+
+@pytest.mark.parametrize("args", [("--help",), ("completion", "bash"), ("check", "--help")])
+def test_help_and_completion_import_neither_the_model_nor_torch(args):
+    names = imported_modules(*args)
+    assert "tcx.cli.main" in names  # the report is read: the CLI itself is listed
+    assert [n for n in names if n.startswith(HELP_NEVER_IMPORTS)] == []
+    views = [n for n in names if n.startswith("tcx.core.views.")]
+    assert views == ["tcx.core.views.registry"]
+    ours = [n for n in names if n == "tcx" or n.startswith("tcx.")]
+    assert len(ours) <= HELP_MODULES_AT_MOST, ours
+
+
 def test_views_on_files_and_renderers_never_import_torch(tmp_path):
     gz = tmp_path / "trace.log.gz"
     gz.write_bytes(gzip.compress(SIMPLE_LOG.read_bytes()))

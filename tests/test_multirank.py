@@ -10,14 +10,15 @@ from conftest import PROGRAMS, TRACE_FIXTURES, read_torch_trace, run_tcx
 
 from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import build_model
-from tcx.core.views.ranks import multi_rank_report, split_by_rank
+from tcx.core.model.ranks import rank_models
+from tcx.core.views.ranks import multi_rank_report
 
 MULTI = TRACE_FIXTURES / "tlparse-tests" / "inputs" / "multi_rank_logs"
 
 
 def test_each_rank_counts_like_its_own_log():
     """Each rank's row against that rank's log, read by the tests' own tiny parser (conftest.py)."""
-    summaries, _ = multi_rank_report(load_trace(MULTI))
+    summaries, _ = multi_rank_report(build_model(load_trace(MULTI), "trace"))
     assert [s.rank for s in summaries] == [0, 1, 2, 3]
     for s in summaries:
         torch_log = read_torch_trace(MULTI / f"dedicated_log_torch_trace_rank_{s.rank}.log")
@@ -28,13 +29,13 @@ def test_each_rank_counts_like_its_own_log():
 
 def test_compile_ids_do_not_collide_across_ranks():
     model = build_model(load_trace(MULTI), "trace")
-    per_rank = split_by_rank(load_trace(MULTI))
+    per_rank = rank_models(model)
     assert len(model.compiles) == sum(len(m.compiles) for m in per_rank.values())
     assert all(cid.startswith("rank") for cid in model.compiles)
 
 
 def test_first_divergence_names_the_ranks_on_each_side():
-    _, div = multi_rank_report(load_trace(MULTI))
+    _, div = multi_rank_report(build_model(load_trace(MULTI), "trace"))
     assert div is not None and div.compile_id == "0/0"
     assert sorted(g["ranks"] for g in div.groups) == [[0, 2], [1, 3]]
     assert "different functions compiled" in div.cause

@@ -83,7 +83,7 @@ def test_every_view_is_a_command_with_each_option_once() -> None:
 
 
 def test_check_has_one_option_per_budget() -> None:
-    from tcx.core.model.budgets import BUDGETS
+    from tcx.core.budgets import BUDGETS
 
     options = {p.name for p in cli.commands["check"].params}
     assert set(BUDGETS) <= options

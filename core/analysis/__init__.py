@@ -1,4 +1,7 @@
 """What the views conclude from the model: remedies, restarts, compile phases, shapes, kernels.
 
 Torch-free; each module reads typed facts of core/model/ and is shared by two or more views.
+
+May import (tests/test_structure.py holds it): core/torchtext, core/ingest, core/model and core's
+top-level basics; never a view.
 """

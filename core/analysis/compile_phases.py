@@ -17,7 +17,7 @@ import json
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeGuard
 
 from tcx.core.model import RunModel
 
@@ -154,7 +154,7 @@ def _step(payload: str | None) -> Step | None:
 MAX_TIMESTAMP_US = 1e19
 
 
-def _timestamp(value: Any) -> bool:
+def _timestamp(value: Any) -> TypeGuard[float]:
     if type(value) not in (int, float):
         return False
     try:

@@ -37,10 +37,9 @@ def _modules(model: RunModel, selection: Selection) -> list[tuple[str | None, st
             out.append((ev.compile_id, graph_of(ev.payload), ev.payload))
     if out or not recorded_preview(model):
         return out
-    for ev in model.captures.of("cuda_preview"):
-        source = ev.get("source")
-        if isinstance(source, str) and selection.includes(ev.get("compile_id")):
-            out.append((ev.get("compile_id"), str(ev.get("graph") or graph_of(source)), source))
+    for module in model.preview.modules:
+        if module.source is not None and selection.includes(module.compile_id):
+            out.append((module.compile_id, module.graph or graph_of(module.source), module.source))
     return out
 
 
@@ -92,7 +91,9 @@ def compare_kernels(a: list[KernelFact], b: list[KernelFact]) -> dict[str, list[
     """Kernels matched by (compile id, graph, name): identical, differing, or only in one run.
     Facts without fingerprints (older baselines) compare by name only and say so."""
     left, right = {k.key: k for k in a}, {k.key: k for k in b}
-    identical, differ, unknown = [], [], []
+    identical: list[str] = []
+    differ: list[str] = []
+    unknown: list[str] = []
     for k in left.keys() & right.keys():
         fa, fb = left[k].fingerprint, right[k].fingerprint
         (unknown if not fa or not fb else identical if fa == fb else differ).append(_label(k))
@@ -105,6 +106,6 @@ def compare_kernels(a: list[KernelFact], b: list[KernelFact]) -> dict[str, list[
     }
 
 
-def _label(key: tuple) -> str:
+def _label(key: tuple[str | None, str | None, str]) -> str:
     cid, graph, name = key
     return f"{cid or '?'} {graph or '?'} {name}"

@@ -33,7 +33,6 @@ from typing import Any
 from tcx.core.model import Compile, GraphBreak, RunModel
 from tcx.core.torchtext.names import parse_resume
 
-BREAK_RECORD = "artifact:dynamo_graph_break_reason"
 # A torch this new or newer writes a break record for every graph break.
 WRITES_BREAK_RECORDS = (2, 6)
 _VERSION = re.compile(r"^(\d+)\.(\d+)")
@@ -64,7 +63,7 @@ def writes_break_records(model: RunModel) -> bool:
     m = _VERSION.match(model.torch_version or "")
     if m and (int(m[1]), int(m[2])) >= WRITES_BREAK_RECORDS:
         return True
-    return bool(model.documents.of(BREAK_RECORD))
+    return any(m.kind == "break" for m in model.milestones)
 
 
 def _count_and_resume_disagreements(model: RunModel) -> Iterator[str]:
@@ -74,14 +73,14 @@ def _count_and_resume_disagreements(model: RunModel) -> Iterator[str]:
     broke: dict[Any, set[str]] = {}  # rank -> base functions with a break record so far
     unknown_frame: dict[Any, bool] = {}  # rank -> a break record whose function is unknown came first
     resumed_seen: set[tuple[Any, str]] = set()
-    for ev in model.documents.of(BREAK_RECORD, "dynamo_start", "compilation_metrics"):
+    for ev in model.milestones:
         rank = ev.rank
-        if ev.name == BREAK_RECORD:
+        if ev.kind == "break":
             break_count[rank] = break_count.get(rank, 0) + 1
             functions = _break_functions(next(breaks, None), model.compiles.get(ev.compile_id or ""))
             broke.setdefault(rank, set()).update(functions)
             unknown_frame[rank] = unknown_frame.get(rank, False) or not functions
-        elif ev.name == "dynamo_start":
+        elif ev.kind == "start":
             comp = model.compiles.get(ev.compile_id or "")
             name = _frame_name(comp)
             base = base_function(name)
@@ -96,7 +95,7 @@ def _count_and_resume_disagreements(model: RunModel) -> Iterator[str]:
                     f"graph-breaks, but no graph-break record of {base} comes before it: "
                     "break records are missing"
                 )
-        elif ev.name == "compilation_metrics":
+        elif ev.kind == "end":
             comp = model.compiles.get(ev.compile_id or "")
             counted = (comp.metrics if comp is not None else {}).get("num_graph_breaks")
             logged = break_count.get(rank, 0)
@@ -124,8 +123,8 @@ def _frame_name(comp: Compile | None) -> str | None:
 
 
 def _unfinished_compiles(model: RunModel) -> Iterator[str]:
-    started = [ev.compile_id for ev in model.documents.of("dynamo_start") if ev.compile_id]
-    ended = {ev.compile_id for ev in model.documents.of("compilation_metrics")}
+    started = [m.compile_id for m in model.milestones if m.kind == "start" and m.compile_id]
+    ended = {m.compile_id for m in model.milestones if m.kind == "end"}
     for cid in dict.fromkeys(started):
         if cid not in ended:
             comp = model.compiles.get(cid)

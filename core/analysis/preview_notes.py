@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from tcx.core.model import RunModel
 from tcx.core.model.failure import failure
+from tcx.core.model.preview import PreviewModule
 from tcx.core.torchtext.output_code import code_device
 
 # Always true of a preview, whatever the program does.
@@ -68,8 +70,8 @@ NOTHING_ON_CUDA = (
 
 def recorded_preview(model: RunModel) -> str | None:
     """The architecture a CUDA preview recording was made for (`sm_90`), None for any other run."""
-    device = model.captures.first("cuda_preview_device")
-    return (str(device.get("arch") or "") or None) if device else None
+    device = model.preview.device
+    return (device.arch or None) if device else None
 
 
 def resolve_device(model: RunModel, device: str) -> str:
@@ -83,9 +85,9 @@ def resolve_device(model: RunModel, device: str) -> str:
 
 
 def preview_notes(model: RunModel, arch: str | None) -> dict[str, Any]:
-    device = model.captures.first("cuda_preview_device")
+    device = model.preview.device
     decisions = []
-    for e in model.captures.of("cuda_preview_decision"):
+    for e in model.preview.decisions:
         decisions.append(
             {
                 "decision": e.get("decision"),
@@ -104,9 +106,9 @@ def preview_notes(model: RunModel, arch: str | None) -> dict[str, Any]:
     decisions += _fake_device_breaks(model)
     cuda, cpu = graph_devices(model)
     return {
-        "arch": (device or {}).get("arch") or arch,
-        "assumptions": list((device or {}).get("assumptions") or []),
-        "notes": [*((device or {}).get("notes") or []), *_note_events(model)],
+        "arch": (device.arch if device else None) or arch,
+        "assumptions": list(device.assumptions) if device else [],
+        "notes": [*(device.notes if device else ()), *model.preview.notes[:20]],
         "decisions": decisions,
         "cuda_modules": cuda,
         "cpu_modules": cpu,
@@ -128,19 +130,17 @@ def graph_differences(
     ]
 
 
-def preview_device(event: dict[str, Any]) -> str:
+def preview_device(module: PreviewModule) -> str:
     """cuda or cpu: the device of one module a preview generated (the devices Inductor lowered it
     for; from its code in a recording that does not say)."""
-    devices = event.get("devices")
-    if isinstance(devices, list) and devices:
-        return "cuda" if "cuda" in devices else str(devices[0])
-    return code_device(str(event.get("source") or ""))
+    if module.devices:
+        return "cuda" if "cuda" in module.devices else module.devices[0]
+    return code_device(module.source or "")
 
 
 def graph_devices(model: RunModel) -> tuple[int, int]:
     """(graphs of CUDA tensors, graphs of CPU tensors only) Inductor lowered in the preview."""
-    events = model.captures.of("cuda_preview")
-    devices = [preview_device(e) for e in events if e.get("source") or e.get("devices")]
+    devices = [preview_device(m) for m in model.preview.modules if m.source or m.devices]
     return sum(d == "cuda" for d in devices), sum(d != "cuda" for d in devices)
 
 
@@ -167,11 +167,7 @@ def _fake_device_breaks(model: RunModel) -> list[dict[str, Any]]:
     return found
 
 
-def _note_events(model: RunModel) -> list[str]:
-    return [str(e.get("note")) for e in model.captures.of("cuda_preview_note") if e.get("note")][:20]
-
-
-def _what(e: dict[str, Any]) -> str:
+def _what(e: Mapping[str, Any]) -> str:
     kind = e.get("decision")
     if kind == "autotune":
         sizes = " x ".join("x".join(map(str, s)) for s in e.get("inputs") or [])
@@ -190,7 +186,7 @@ def _what(e: dict[str, Any]) -> str:
     return str(e.get("op") or kind)
 
 
-def _random_what(e: dict[str, Any]) -> str:
+def _random_what(e: Mapping[str, Any]) -> str:
     """`a branch on random values at x.py:26 (if noise.mean() > 0); ...; drawn at x.py:25 (aten.normal_)`."""
     parts, drawn = [], []
     for r in (e.get("reads") or [])[:4]:
@@ -225,9 +221,9 @@ def _stopped(model: RunModel) -> str | None:
     code = f" ({frame.code.strip()})" if frame and frame.code else ""
     first = (f.message or "").strip().splitlines()[0][:400] if f.message else ""
     text = f"the program stopped at {where}{code}: {f.headline}" + (f": {first}" if first else "")
-    exit_event = model.program_exit or {}
-    exc = str(exit_event.get("exc_type") or "")
-    if exc in VALUE_ERRORS or any(name in str(exit_event.get("message") or "") for name in VALUE_ERRORS):
+    program = model.status.program
+    exc = str(program.exc_type or "")
+    if exc in VALUE_ERRORS or any(name in str(program.message or "") for name in VALUE_ERRORS):
         text += " (the line needs a value the preview could not compute on the CPU)"
     elif "missing kernel for cuda" in first or "from the 'CPU' backend" in first:
         text += " (a CUDA kernel with no CPU counterpart: the preview computes values on the CPU)"

@@ -106,7 +106,7 @@ def _asked(model: RunModel, compile_id: str | None) -> str | None:
     the frame's name says which call it was."""
     comp = model.compiles.get(compile_id or "")
     name = comp.co_name if comp else None
-    asked = [c.get("asked") or {} for c in model.compile_calls if c.get("target") == name]
+    asked = [c.asked for c in model.status.torch_compile_calls if c.target == name]
     values = {str(a.get("dynamic")) for a in asked if a.get("dynamic") is not None}
     return values.pop() if len(values) == 1 else None
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from tcx.core.cost.gpu import Peaks
@@ -26,13 +27,16 @@ LAUNCH_REMEDY = (
 )
 
 
-def findings(cost: Cost, ex: Any, peaks: Peaks | None) -> list[Finding]:
+def findings(
+    cost: Cost, ex: Any, peaks: Peaks | None, recompiles: Any, cudagraphs: Callable[[], Any]
+) -> list[Finding]:
     """Every finding of the run: the per-step ones ranked by ms per step, then the one-time ones by
-    compile seconds, then the expected ones."""
+    compile seconds, then the expected ones. The cost view passes the views these read, as cost sits
+    below the views: `recompiles` the recompiles view's report of the same selection (None when it
+    could not be built), `cudagraphs` builds the CUDA-graphs view (only a step on a device needs it)."""
     per_step: list[Finding] = []
     sites = {(s.gb_type, s.file, s.line): s for s in ex.sites}
     breaks = {b.compile_id: b for b in cost.model.graph_breaks if b.compile_id and not b.frame_skipped}
-    recompiles = _recompile_report(cost)
     for step in cost.steps:
         group = step.group.key
         found = _break_findings(step, sites, breaks, ex, recompiles)
@@ -41,7 +45,7 @@ def findings(cost: Cost, ex: Any, peaks: Peaks | None) -> list[Finding]:
         launch = _launch_finding(step, _site(cost, step.group.function))
         found += [launch] if launch else []
         found += _kernel_findings(step, peaks, launch_bound=launch is not None)
-        found += _cudagraph_findings(cost, step)
+        found += _cudagraph_findings(step, cudagraphs)
         found += _recurring_recompiles(cost, step, recompiles)
         for f in found:
             f.group = group
@@ -278,14 +282,12 @@ def _kernel_findings(step: StepCost, peaks: Peaks | None, launch_bound: bool) ->
     return out if peaks is not None else out[:KERNELS_LISTED]
 
 
-def _cudagraph_findings(cost: Cost, step: StepCost) -> list[Finding]:
+def _cudagraph_findings(step: StepCost, cudagraphs: Callable[[], Any]) -> list[Finding]:
     """Each graph CUDA graphs skipped: what its kernel launches cost per step (what a replay would save)."""
     if not step.profiled or not any(p.on_device for p in step.profiled):
         return []
-    from tcx.core.views.cudagraphs import build_cudagraphs
-
     try:
-        view = build_cudagraphs(cost.model, cost.selection)
+        view = cudagraphs()
     except Exception:
         return []
     launch: Counter = Counter()
@@ -313,15 +315,6 @@ def _cudagraph_findings(cost: Cost, step: StepCost) -> list[Finding]:
             )
         )
     return out
-
-
-def _recompile_report(cost: Cost) -> Any:
-    from tcx.core.views.recompiles import analyze
-
-    try:
-        return analyze(cost.model, cost.selection)
-    except Exception:  # the remedies are a bonus; the recompile counts come from the model
-        return None
 
 
 def _expected(report: Any) -> dict[str, str]:

@@ -30,6 +30,19 @@ from tcx.core.selection import Selection, whole_run
 if TYPE_CHECKING:
     from tcx.core.model import RunModel
 
+# The cost document's schema and how its figures are attributed: the view (core/views/cost.py) and
+# the Chrome trace it exports (trace.py) name them; they live here, below the view.
+SCHEMA = "tcx.cost/1"
+ATTRIBUTION = (
+    "Each instant of a profiled step goes to one part: on the CPU to the innermost profiler range "
+    "running then, on a GPU to the kernels the device ran (its idle time to what the CPU did). A step "
+    "is the compiled call, the backward() and optimizer step that follow it and the eager code between, "
+    "up to the next call. Time inside a compiled region but outside its graph (the code after a graph "
+    "break, up to the resume function) is given to the break that ended the region (torch's "
+    "`Torch-Compiled Region` ranges and tcx's range around each graph); a call that entered no region is "
+    "given to its frame (skipped by Dynamo, or the recompile limit); in backward(), each compiled "
+    "graph's backward (AOTAutograd's CompiledFunctionBackward) to its compile, the rest to autograd."
+)
 FINDING_SHARE = 0.05  # guards, kernels and extern calls under this share of the step are not findings
 KERNEL_SHARE = 0.10
 

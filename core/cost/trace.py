@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from tcx import __version__
-from tcx.core.cost.measurements import Cost
+from tcx.core.cost.measurements import ATTRIBUTION, SCHEMA, Cost
 from tcx.core.cost.profile import CallProfile
-from tcx.core.views.cost import ATTRIBUTION, SCHEMA
 
 PID = 1
 

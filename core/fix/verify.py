@@ -313,7 +313,7 @@ def compiles_dynamic(model: RunModel) -> bool:
     """Does the program compile with dynamic=True already? Every torch.compile call asks for it, or
     torch's own config in every compile's metrics says so (dynamic=True turns
     assume_static_by_default off)."""
-    asked = {str((c.get("asked") or {}).get("dynamic")) for c in model.compile_calls}
+    asked = {str(c.asked.get("dynamic")) for c in model.status.torch_compile_calls}
     if asked == {"True"}:
         return True
     configs = [_json_object(c.metrics.get("dynamo_config")) for c in model.compiles.values()]

@@ -118,7 +118,7 @@ class OneOf(Spec):
         return [], f"is {value!r:.40}, expected one of {', '.join(sorted(self.values))}"
 
 
-def _split(fields: dict[str, Spec]) -> tuple[dict[str, tuple[frozenset, bool, str]], dict[str, Spec]]:
+def _split(fields: dict[str, Spec]) -> tuple[dict[str, tuple[frozenset[type], bool, str]], dict[str, Spec]]:
     """Scalar fields as (types, nullable), checked inline (this runs for every field of every
     event of a large log), and the other fields' specs."""
     scalars = {n: (f.types, f.nullable, f.name) for n, f in fields.items() if isinstance(f, Scalar)}
@@ -132,6 +132,11 @@ class Obj(Spec):
         self.fields, self.required, self.nullable = fields, required, nullable
         self._scalars, self._compound = _split(fields)
 
+    @classmethod
+    def of(cls, fields: dict[str, Spec], nullable: bool = False, required: tuple[str, ...] = ()) -> Obj:
+        """An object of fields given as a dict: shared field lists, and names Python reserves (`pass`)."""
+        return cls(nullable, required, **fields)
+
     def check(self, value: Any) -> Wrong | None:
         if type(value) is not dict:
             return None if value is None and self.nullable else _wrong(value, "an object")
@@ -141,6 +146,7 @@ class Obj(Spec):
         scalars, compound = self._scalars, self._compound
         for name, item in value.items():
             fits = scalars.get(name)
+            wrong: Wrong | None
             if fits is not None:
                 if type(item) in fits[0] or (item is None and fits[1]):
                     continue
@@ -321,8 +327,8 @@ NUMERICS_FIELDS: dict[str, Spec] = dict(
     where=NUMERICS_WHERE,
     note=OSTR,
 )
-JUDGEMENT = Obj(required=("label",), **NUMERICS_FIELDS)
-JUDGEMENT_OR_NULL = Obj(nullable=True, required=("label",), **NUMERICS_FIELDS)
+JUDGEMENT = Obj.of(NUMERICS_FIELDS, required=("label",))
+JUDGEMENT_OR_NULL = Obj.of(NUMERICS_FIELDS, nullable=True, required=("label",))
 VALUE_CHECK = Obj(
     required=("kind",),
     kind=OneOf("call", "backward", "step"),
@@ -384,23 +390,25 @@ NUMERICS_REPORT = Obj(
     calls=Seq(VALUE_CHECK),
     gradients=Seq(VALUE_CHECK),
     parameters=Seq(VALUE_CHECK),
-    first_divergence=Obj(
+    first_divergence=Obj.of(
+        {
+            "kind": OSTR,
+            "function": OSTR,
+            "index": INT,
+            "value": OSTR,
+            "stage": OSTR,
+            "compile_id": OSTR,
+            "op": OSTR,
+            "node": OSTR,
+            "file": OSTR,
+            "line": OINT,
+            "code": OSTR,
+            "custom_pass": Obj(nullable=True, config=OSTR, function=OSTR, file=OSTR, line=OINT),
+            "cause": OSTR,
+            "explanation": OSTR,
+            "pass": OSTR,
+        },
         nullable=True,
-        kind=OSTR,
-        function=OSTR,
-        index=INT,
-        value=OSTR,
-        stage=OSTR,
-        compile_id=OSTR,
-        op=OSTR,
-        node=OSTR,
-        file=OSTR,
-        line=OINT,
-        code=OSTR,
-        custom_pass=Obj(nullable=True, config=OSTR, function=OSTR, file=OSTR, line=OINT),
-        cause=OSTR,
-        explanation=OSTR,
-        **{"pass": OSTR},
     ),
     probes=Seq(NUMERICS_PROBE),
     remedies=Seq(
@@ -665,8 +673,10 @@ def _md_wrong(md: Any) -> Wrong | None:
     from tcx.core.ingest.trace_events import event_key
 
     key = event_key(md)
-    spec = TRACE_BODIES.get(key or "")
-    wrong = spec.check(md[key]) if spec is not None and key is not None else None
+    spec = TRACE_BODIES.get(key) if key is not None else None
+    if spec is None or key is None:
+        return None
+    wrong = spec.check(md[key])
     if wrong is not None:
         wrong[0].append(key)
     return wrong
@@ -687,9 +697,9 @@ def _event_wrong(event: Any) -> Wrong | None:
     kind = event.get("kind")
     if type(kind) is not str:
         return ["kind"], "is missing" if kind is None else _wrong(kind, "a string")[1]
-    for name, spec in COMMON.items():
+    for name, common in COMMON.items():
         if name in event:
-            wrong = spec.check(event[name])
+            wrong = common.check(event[name])
             if wrong is not None:
                 wrong[0].append(name)
                 return wrong

@@ -105,11 +105,14 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from tcx import __version__
 from tcx.core.errors import READ_ERRORS, InputError
 from tcx.core.ingest.event_schema import MAX_REPORTED, decode_json, drop_bad_header_fields, event_problem
+
+if TYPE_CHECKING:
+    from tcx.core.ingest.trace_lazy import LogRecord
 
 FORMAT_NAME = "tcx-recording"
 FORMAT_VERSION = 1
@@ -164,18 +167,26 @@ class Recording:
     """A loaded recording: its header, its events in order, and any lines that could not be read."""
 
     header: dict[str, Any]
-    events: list[dict[str, Any]]
+    # the recorder's events (dicts); a log's records are LogRecords, which answer as the same dicts
+    events: list[dict[str, Any] | LogRecord]
     problems: list[str] = field(default_factory=list)
     source: str = ""
 
-    def of_kind(self, kind: str) -> Iterator[dict[str, Any]]:
+    def of_kind(self, kind: str) -> Iterator[dict[str, Any] | LogRecord]:
         if kind == "trace":
             return (e for e in self.events if e.get("kind") == kind)
         # a log's records (core/ingest/trace_lazy.LogRecord) are all "trace": skipped without a lookup
         return (e for e in self.events if isinstance(e, dict) and e.get("kind") == kind)
 
-    def first(self, kind: str) -> dict[str, Any] | None:
+    def first(self, kind: str) -> dict[str, Any] | LogRecord | None:
         return next(self.of_kind(kind), None)
+
+    def end_with(self, events: list[dict[str, Any]], target: str) -> Recording:
+        """This input with the events a run ends with appended (`outcome`, `program_exit`) and named
+        after what ran: a command `tcx record` ran, whose processes wrote only their trace logs."""
+        self.events += events
+        self.header["target"] = target
+        return self
 
 
 def _open_text(path: Path) -> IO[str]:
@@ -226,8 +237,8 @@ def _parse_header(line: str, path: Path) -> dict[str, Any]:
     return header
 
 
-def _read_events(fh: IO[str], path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    events: list[dict[str, Any]] = []
+def _read_events(fh: IO[str], path: Path) -> tuple[list[dict[str, Any] | LogRecord], list[str]]:
+    events: list[dict[str, Any] | LogRecord] = []  # a recording's are dicts
     problems: list[str] = []
     malformed = 0
     for lineno, line in enumerate(fh, start=2):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import os
 import re
 import tempfile
@@ -177,12 +178,17 @@ class LogRecord(TraceEvent):
     _KEYS = ("kind", "md", "source_line", "payload")
 
     def __init__(
-        self, name: str | None, md: dict | LazyMetadata, payload: str | PayloadRef | None, source_line: int
+        self,
+        name: str | None,
+        md: dict[str, Any] | LazyMetadata,
+        payload: str | PayloadRef | None,
+        source_line: int,
     ) -> None:
         context = md if isinstance(md, dict) else md.context
         attempt = context.get("attempt")
         super().__init__(
-            name,
+            name
+            or "",  # a record of context keys only: kept, as the eager reader keeps it; the model skips it
             md,
             payload,
             compile_id_of(context),
@@ -222,12 +228,12 @@ class LazyMetadata:
 
     __slots__ = ("context", "kept", "store", "where")
 
-    def __init__(self, store: PayloadFile, where: int, context: dict, kept: dict[str, str]) -> None:
+    def __init__(self, store: PayloadFile, where: int, context: dict[str, Any], kept: dict[str, str]) -> None:
         self.store, self.where, self.context, self.kept = store, where, context, kept
 
-    def load(self) -> dict:
+    def load(self) -> dict[str, Any]:
         raw = self.store.read(self.where >> _LENGTH_BITS, self.where & _LENGTH_MASK)
-        md = decode_json(raw.decode("utf-8", errors="replace"))
+        md: dict[str, Any] = decode_json(raw.decode("utf-8", errors="replace"))
         md.pop("has_payload", None)
         if "rank" in self.context and "rank" not in md:
             md["rank"] = self.context["rank"]
@@ -275,7 +281,7 @@ def _scan(
 
     events: list[LogRecord] = []
     meta = _MetadataReader(tally, store, strings)
-    md: dict | LazyMetadata | None = None  # the record being read: its metadata, name, md5, line
+    md: dict[str, Any] | LazyMetadata | None = None  # the record being read: its metadata, name, md5, line
     name: str | None = None
     md5: str | None = None
     md_line = 0
@@ -290,7 +296,7 @@ def _scan(
         raw = store.read(start, end - start) if end > start and (checked or md5 is None) else b""
         payload: str | PayloadRef | None = None
         if md5 is not None or _has_tab_line(raw):
-            if checked and not _intact(raw, md5, all_tabbed, lines):
+            if md5 is not None and checked and not _intact(raw, md5, all_tabbed, lines):
                 tally.checksum_failed(md_line)
             if raw and len(raw) <= INLINE_BYTES:
                 payload = payload_text(raw)
@@ -334,13 +340,13 @@ class _MetadataReader:
 
     def __init__(self, tally: Any, store: PayloadFile, strings: dict[str, str] | None) -> None:
         self.tally, self.store, self.strings = tally, store, strings
-        self.repeated: dict[str, tuple[str | None, dict]] = {}
-        self.contexts: dict[tuple, dict] = {}
-        self.kept: dict[tuple, dict[str, str]] = {}
+        self.repeated: dict[str, tuple[str | None, dict[str, Any]]] = {}
+        self.contexts: dict[tuple[Any, ...], dict[str, Any]] = {}
+        self.kept: dict[tuple[tuple[str, str], ...], dict[str, str]] = {}
 
     def read(
         self, line: str, json_at: int, offset: int, size: int, lineno: int
-    ) -> tuple[str | None, dict | LazyMetadata | None, Any]:
+    ) -> tuple[str | None, dict[str, Any] | LazyMetadata | None, Any]:
         """(event name, metadata, md5) of the record line at `offset` (`size` bytes) of the file,
         its JSON from character `json_at`; metadata None when the line was reported as bad."""
         text = line[json_at:].rstrip("\n")
@@ -364,7 +370,7 @@ class _MetadataReader:
             self.repeated[key] = (name, md)
         return name, md, md5
 
-    def _kept(self, name: str, md: dict) -> dict[str, str]:
+    def _kept(self, name: str, md: dict[str, Any]) -> dict[str, str]:
         body = md.get(name)
         fields = KEPT_FIELDS.get(name, ())
         if not isinstance(body, dict) or not fields:
@@ -375,7 +381,7 @@ class _MetadataReader:
             known = self.kept[kept] = dict(kept)
         return known
 
-    def _context(self, md: dict) -> dict:
+    def _context(self, md: dict[str, Any]) -> dict[str, Any]:
         values = tuple(md.get(k) for k in _CONTEXT_KEYS)
         context = self.contexts.get(values)
         if context is None:
@@ -383,7 +389,7 @@ class _MetadataReader:
         return context
 
 
-_EMPTY: dict = {}  # the one empty object of the metadata (records are read, never changed)
+_EMPTY: dict[str, Any] = {}  # the one empty object of the metadata (records are read, never changed)
 
 
 def shared(value: Any, strings: dict[str, str]) -> Any:
@@ -412,7 +418,7 @@ def _line_starts(buf: bytes) -> Iterator[int]:
             yield m.end()
 
 
-def _source(file: Path) -> tuple[IO[bytes], PayloadFile, bool]:
+def _source(file: Path) -> tuple[io.BufferedIOBase, PayloadFile, bool]:
     """(the stream to scan, where payloads will be read from, whether the scan copies to it)."""
     with file.open("rb") as fh:
         magic = fh.read(2)
@@ -423,7 +429,7 @@ def _source(file: Path) -> tuple[IO[bytes], PayloadFile, bool]:
     return gzip.open(file, "rb"), PayloadFile(tmp, str(file)), True
 
 
-def _chunks(source: IO[bytes], copy_to: PayloadFile | None) -> Iterator[tuple[int, bytes]]:
+def _chunks(source: io.BufferedIOBase, copy_to: PayloadFile | None) -> Iterator[tuple[int, bytes]]:
     """(offset, bytes) of whole lines, about CHUNK at a time; a gzip stream is copied to `copy_to`
     as it is read. The last line gets a newline when the file ends without one. A stream that
     breaks off (a truncated gzip) yields the whole lines before the break, then raises."""
@@ -455,7 +461,7 @@ def _chunks(source: IO[bytes], copy_to: PayloadFile | None) -> Iterator[tuple[in
             source.close()
 
 
-def _read_some(source: IO[bytes]) -> tuple[bytes, Exception | None]:
+def _read_some(source: io.BufferedIOBase) -> tuple[bytes, BaseException | None]:
     """About CHUNK bytes, and the error that stopped the stream early (what came before it is kept)."""
     parts: list[bytes] = []
     size = 0

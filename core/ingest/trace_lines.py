@@ -8,6 +8,7 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from tcx.core.ingest.event_schema import MAX_REPORTED, decode_json, trace_problem
 
@@ -41,7 +42,7 @@ class Tally:
         if line.strip():
             self._add("junk", lineno, "not a trace record")
 
-    def metadata(self, md_text: str, lineno: int) -> dict | None:
+    def metadata(self, md_text: str, lineno: int) -> dict[str, Any] | None:
         """The metadata of a glog-prefixed line (its JSON after the prefix), or None (reported)."""
         try:
             md = decode_json(md_text)
@@ -62,7 +63,7 @@ class Tally:
     def checksum_failed(self, line: int) -> None:
         self._add("checksum", line, "payload does not match its checksum (corrupted?)")
 
-    def unreadable(self, exc: Exception) -> None:
+    def unreadable(self, exc: BaseException) -> None:
         self._add("unreadable", None, f"cannot read ({exc})")
 
     def close(self) -> list[str]:

@@ -20,13 +20,16 @@ import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 from tcx.core.errors import READ_ERRORS, InputError
 from tcx.core.ingest.draft_logs import draft_logs_note
 from tcx.core.ingest.recording import Recording
 from tcx.core.ingest.trace_events import TraceEvent, event_name, pack, unpack
 from tcx.core.ingest.trace_lines import PREFIX, Tally
+
+if TYPE_CHECKING:
+    from tcx.core.ingest.trace_lazy import LogRecord
 
 _RANK = re.compile(r"rank_(\d+)")
 
@@ -38,7 +41,7 @@ def load_trace(path: str | Path, *, lazy: bool = True) -> Recording:
 
     path = Path(path)
     files = _log_files(path)
-    events: list[dict] = []
+    events: list[dict[str, Any] | LogRecord] = []
     problems: list[str] = []
     torch_version = None
     big = sum(_size(f) for f in files) > SHARE_ABOVE
@@ -48,6 +51,7 @@ def load_trace(path: str | Path, *, lazy: bool = True) -> Recording:
         starts.append(len(events))
         rank_match = _RANK.search(file.name)
         rank = int(rank_match.group(1)) if rank_match and len(files) > 1 else None
+        file_events: list[LogRecord] | list[dict[str, Any]]
         if lazy:
             file_events, file_problems = scan_file(file, rank, strings)
         else:
@@ -190,11 +194,11 @@ def _open(file: Path) -> IO[str]:
     return file.open("r", encoding="utf-8", errors="replace")
 
 
-def _read_file(file: Path, rank: int | None) -> tuple[list[dict], list[str]]:
+def _read_file(file: Path, rank: int | None) -> tuple[list[dict[str, Any]], list[str]]:
     """The eager reader: every payload read into memory (large ones zlib-packed)."""
-    events: list[dict] = []
+    events: list[dict[str, Any]] = []
     tally = Tally(file, rank)
-    current: dict | None = None
+    current: dict[str, Any] | None = None
     payload: list[str] = []
 
     def finish() -> None:

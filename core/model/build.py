@@ -71,7 +71,7 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
         kind: Any = event.get("kind") if isinstance(event, (dict, LogRecord)) else None
         if not isinstance(kind, str):
             continue  # the loaders report malformed events; a model built in memory skips them too
-        if kind != "trace":
+        if kind != "trace" and not isinstance(event, LogRecord):  # a log's records are all "trace"
             captures.add(event)
             for c in by_kind.get(kind, ()):
                 c.take_recorder(event)
@@ -111,6 +111,8 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
         interner=facts.interner,
         exports=facts.exports,
         aoti_compiles=facts.aoti_compiles,
+        milestones=facts.milestones,
+        preview=facts.preview,
         ranks=ranks,
         recording=rec,
     )
@@ -122,7 +124,7 @@ def _ints(value: Any) -> list[int]:
 
 def _trace_event(event: Any, multi_rank: bool) -> TraceEvent | None:
     if isinstance(event, LogRecord):  # a log's record is its own TraceEvent
-        if event.name is None:
+        if not event.name:  # a record of context keys only (the eager reader's normalize drops it too)
             return None
         return qualified(event) if multi_rank else event
     return normalize(event.get("md") or {}, event.get("payload"), qualify_rank=multi_rank)

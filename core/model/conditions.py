@@ -9,6 +9,7 @@ torch-free: the same facts for a live run, a saved recording and a TORCH_TRACE l
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -64,15 +65,41 @@ class RunConditions:
         }
 
 
+@dataclass(frozen=True)
+class CompileCall:
+    """One `torch.compile(...)` call of the program, as tcx's hook saw it: the function it compiled
+    (None when unnamed), the options the program passed and the ones the run used (`--backend`...)."""
+
+    target: str | None
+    asked: Mapping[str, Any]
+    used: Mapping[str, Any]
+
+
+def compile_calls(m: RunModel) -> tuple[CompileCall, ...]:
+    """The program's torch.compile calls, typed (`RunModel.status.torch_compile_calls`)."""
+    out = []
+    for c in m.compile_calls:
+        target, asked, used = c.get("target"), c.get("asked"), c.get("used")
+        out.append(
+            CompileCall(
+                target=str(target) if target is not None else None,
+                asked=asked if isinstance(asked, dict) else {},
+                used=used if isinstance(used, dict) else {},
+            )
+        )
+    return tuple(out)
+
+
 def run_conditions(m: RunModel) -> RunConditions:
     rs = m.run_start or {}
-    asked = {key: _asked(m, key) for key in DEFAULTS}
+    calls = compile_calls(m)
+    asked = {key: _asked(calls, key) for key in DEFAULTS}
     overrides = []
     for key in DEFAULTS:
         used = rs.get(key)
         if used is None:
             continue
-        if key == "backend" and rs.get("backend_reason") and not m.compile_calls:
+        if key == "backend" and rs.get("backend_reason") and not calls:
             continue  # an older recording's default backend, and no compile to compare with
         if {str(used)} != set(asked[key]):
             overrides.append(Override(key, str(used), tuple(asked[key])))
@@ -94,10 +121,10 @@ def run_conditions(m: RunModel) -> RunConditions:
     )
 
 
-def _asked(m: RunModel, key: str) -> list[str]:
+def _asked(calls: tuple[CompileCall, ...], key: str) -> list[str]:
     """What the program's torch.compile calls ask for `key` (torch's default when they leave it out)."""
     # Recordings made before tcx 0.1's strings fix wrote them with their quotes ('eager').
-    return sorted({str((c.get("asked") or {}).get(key, DEFAULTS[key])).strip("'") for c in m.compile_calls})
+    return sorted({str(c.asked.get(key, DEFAULTS[key])).strip("'") for c in calls})
 
 
 def conditions_from_json(doc: Any) -> RunConditions:

@@ -19,7 +19,8 @@ from tcx.core.ingest.event_schema import seconds
 from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.exports import ExportBuilder, ExportRun
-from tcx.core.model.facts import Compile, Frame, GraphBreak, Recompile, Sources
+from tcx.core.model.facts import Compile, Frame, GraphBreak, Milestone, Recompile, Sources
+from tcx.core.model.preview import CudaPreview, PreviewDevice, PreviewModule, text
 from tcx.core.torchtext.graph_break_text import parse_graph_break
 
 
@@ -38,6 +39,8 @@ class Facts:
     interner: Interner = field(default_factory=Interner)  # file names torch interned (`str` events)
     exports: list[ExportRun] = field(default_factory=list)
     aoti_compiles: list[AotiCompile] = field(default_factory=list)
+    milestones: list[Milestone] = field(default_factory=list)
+    preview: CudaPreview = field(default_factory=CudaPreview)
 
 
 class CompilesConsumer:
@@ -310,4 +313,85 @@ class ExportsConsumer:
 
 
 # In finishing order: RecompilesConsumer reads what CompilesConsumer found in the metrics.
-CONSUMERS = (CompilesConsumer, BreaksConsumer, RecompilesConsumer, SourcesConsumer, ExportsConsumer)
+_MILESTONES = {
+    "dynamo_start": "start",
+    "artifact:dynamo_graph_break_reason": "break",
+    "compilation_metrics": "end",
+}
+
+
+class MilestonesConsumer:
+    """Each compile's start, graph-break records and end, in log order (Milestone)."""
+
+    TRACE = frozenset(_MILESTONES)
+    RECORDER: frozenset[str] = frozenset()
+
+    def __init__(self) -> None:
+        self.milestones: list[Milestone] = []
+
+    def take_trace(self, ev: TraceEvent) -> None:
+        self.milestones.append(Milestone(_MILESTONES[ev.name], ev.compile_id, ev.rank))
+
+    def take_recorder(self, event: dict[str, Any]) -> None:
+        pass
+
+    def finish(self, facts: Facts) -> None:
+        facts.milestones = self.milestones
+
+
+class PreviewConsumer:
+    """The preview's events of the one pass (core/model/build.py), typed."""
+
+    TRACE: frozenset[str] = frozenset()
+    RECORDER = frozenset(
+        {"cuda_preview", "cuda_preview_device", "cuda_preview_decision", "cuda_preview_note"}
+    )
+
+    def __init__(self) -> None:
+        self.preview = CudaPreview()
+
+    def take_trace(self, ev: TraceEvent) -> None:
+        pass
+
+    def take_recorder(self, event: dict[str, Any]) -> None:
+        kind = event["kind"]
+        if kind == "cuda_preview_device":
+            if self.preview.device is None:  # the first, as the capture writes one
+                self.preview.device = PreviewDevice(
+                    text(event.get("arch")),
+                    tuple(event.get("assumptions") or ()),
+                    tuple(event.get("notes") or ()),
+                )
+        elif kind == "cuda_preview":
+            devices = event.get("devices")
+            ptx = event.get("ptx")
+            self.preview.modules.append(
+                PreviewModule(
+                    compile_id=text(event.get("compile_id")),
+                    graph=text(event.get("graph")),
+                    arch=text(event.get("arch")),
+                    source=text(event.get("source")),
+                    ptx=ptx if isinstance(ptx, dict) else {},
+                    seconds=event.get("seconds"),
+                    devices=tuple(str(d) for d in devices) if isinstance(devices, list) else None,
+                    error=text(event.get("error")),
+                )
+            )
+        elif kind == "cuda_preview_decision":
+            self.preview.decisions.append(event)
+        elif event.get("note"):
+            self.preview.notes.append(str(event["note"]))
+
+    def finish(self, facts: Facts) -> None:
+        facts.preview = self.preview
+
+
+CONSUMERS = (
+    CompilesConsumer,
+    BreaksConsumer,
+    RecompilesConsumer,
+    SourcesConsumer,
+    ExportsConsumer,
+    MilestonesConsumer,
+    PreviewConsumer,
+)

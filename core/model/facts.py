@@ -129,3 +129,14 @@ class Sources:
 def resume_target(comp: Compile) -> tuple[str, int] | None:
     """For a resume function's compile: (original function, line it resumed at)."""
     return names.parse_resume(comp.co_name)
+
+
+@dataclass(frozen=True, slots=True)
+class Milestone:
+    """A compile's mark in log order: its start (`dynamo_start`), a graph-break record, its end
+    (`compilation_metrics`). Torch logs these facts twice (its counters and its records), so what a
+    log lost shows when they disagree (core/analysis/log_consistency.py)."""
+
+    kind: str  # "start", "break" or "end"
+    compile_id: str | None
+    rank: int | None

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.exports import ExportRun
-from tcx.core.model.facts import Compile, GraphBreak, Recompile, Sources
+from tcx.core.model.facts import Compile, GraphBreak, Milestone, Recompile, Sources
+from tcx.core.model.preview import CudaPreview
 
 if TYPE_CHECKING:
     from tcx.core.ingest.recording import Recording
@@ -140,9 +141,11 @@ class RunModel:
     interner: Interner = field(default_factory=Interner)
     exports: list[ExportRun] = field(default_factory=list)  # torch.export / draft_export calls
     aoti_compiles: list[AotiCompile] = field(default_factory=list)  # AOTInductor packages
+    milestones: list[Milestone] = field(default_factory=list)  # compiles' starts, breaks, ends in log order
+    preview: CudaPreview = field(default_factory=CudaPreview)  # a CUDA preview's device, modules, decisions
     ranks: list[int] = field(default_factory=list)
     # The loaded input: only a multi-rank input's per-rank models are built from it again
-    # (core/run/rank_pool.py); views read the facts above.
+    # (core/model/ranks.py); views read the facts above.
     recording: Recording | None = None
 
     @property

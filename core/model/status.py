@@ -9,11 +9,12 @@ is worked out once. Pure and torch-free.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.model.budgets import COUNT_KEYS
-from tcx.core.model.conditions import RunConditions, run_conditions
+from tcx.core.budgets import COUNT_KEYS
+from tcx.core.model.conditions import CompileCall, RunConditions, compile_calls, run_conditions
 
 if TYPE_CHECKING:
     from tcx.core.model.run import RunModel
@@ -46,6 +47,11 @@ class ProgramStatus:
     timeout_s: Any
     output_tail: list[str] | None
     frames: list[dict[str, Any]] | None
+    # what the recorder's own `program_exit` said, before an interrupt or a timeout overrides it:
+    # "usage" and "setup" (the program could not start as asked), "tcx_error" (the recorder failed)
+    exit_status: str | None = None
+    where: str | None = None  # tcx's own line that failed, for "tcx_error"
+    wall_s: Any = None  # how long the program ran, as tcx's parent measured it
 
     @property
     def failed(self) -> bool:
@@ -96,6 +102,32 @@ class ChildProcesses:
 
 
 @dataclass(frozen=True)
+class Features:
+    """The recorder's capture layers in this run (its `run_start` event): each name, `device=cuda`
+    style names included, with why it is unavailable (None: it was installed). A log has none."""
+
+    reasons: Mapping[str, str | None] = field(default_factory=dict)
+
+    def recorded(self, name: str) -> bool:
+        """The recorder tried to install `name` (installed or not): an absent one is an older run's."""
+        return any(key.split("=", 1)[0] == name for key in self.reasons)
+
+    def why(self, name: str) -> str | None:
+        """Why `name` (or a `name=...` variant) is unavailable in this run; None when it is not."""
+        return next(
+            (str(why) for key, why in self.reasons.items() if key.split("=", 1)[0] == name and why), None
+        )
+
+    def value(self, name: str) -> str | None:
+        """The value a `name=VALUE` feature was asked with (`device=cuda` -> "cuda")."""
+        return next((key.split("=", 1)[1] for key in self.reasons if key.startswith(name + "=")), None)
+
+    def unavailable(self) -> dict[str, str]:
+        """Every layer that could not be installed, with why: the notes a report prints."""
+        return {key: str(why) for key, why in self.reasons.items() if why}
+
+
+@dataclass(frozen=True)
 class RunStatus:
     program: ProgramStatus
     conditions: RunConditions
@@ -103,6 +135,13 @@ class RunStatus:
     asked_device: str | None  # `--device`, when the run was asked for one
     devices: dict[str, tuple[str, ...]]  # compile id -> device types of its tensors (describe_tensor)
     lost_compiles: tuple[str, ...]  # compiled (Dynamo's hooks saw it) but no trace event arrived
+    features: Features = field(default_factory=Features)
+    # the first line of each distinct WARNING/ERROR/CRITICAL record torch logged (graph breaks left
+    # out: explain shows them), in run order
+    warnings: tuple[str, ...] = ()
+    torch_compile_calls: tuple[CompileCall, ...] = ()
+    # the functions tcx called itself (`--call`, `tcx_calls()`): everything recorded belongs to them
+    called: frozenset[str] = frozenset()
 
     def device(self, selection: Selection | None = None) -> str | None:
         """The device the selected compiles' tensors were on; `--device` when it was asked."""
@@ -131,8 +170,10 @@ class RunStatus:
 
 
 def run_status(m: RunModel) -> RunStatus:
-    features = (m.run_start or {}).get("features") or {}
-    asked = next((name.split("=", 1)[1] for name in features if name.startswith("device=")), None)
+    started = m.run_start or {}
+    reasons = started.get("features")
+    features = Features(dict(reasons) if isinstance(reasons, dict) else {})
+    asked = features.value("device")
     devices: dict[str, list[str]] = {}
     if not asked:
         for ev in m.documents.of("describe_tensor"):
@@ -147,7 +188,24 @@ def run_status(m: RunModel) -> RunStatus:
         asked_device=asked,
         devices={cid: tuple(types) for cid, types in devices.items()},
         lost_compiles=tuple(_lost_compiles(m)),
+        features=features,
+        warnings=tuple(_warnings(m)),
+        torch_compile_calls=compile_calls(m),
+        called=frozenset(str(c["function"]) for c in m.calls if isinstance(c.get("function"), str)),
     )
+
+
+def _warnings(m: RunModel) -> list[str]:
+    found: dict[str, None] = {}
+    for log in m.logs:
+        message = str(log.get("message") or "").strip()
+        if (
+            log.get("level") in ("WARNING", "ERROR", "CRITICAL")
+            and message
+            and not message.startswith("Graph break")
+        ):
+            found[message.splitlines()[0]] = None
+    return list(found)
 
 
 def _program(m: RunModel) -> ProgramStatus:
@@ -177,6 +235,9 @@ def _program(m: RunModel) -> ProgramStatus:
         timeout_s=oc.get("timeout_s"),
         output_tail=oc.get("output_tail"),
         frames=frames if isinstance(frames, list) else None,
+        exit_status=pe.get("status"),
+        where=pe.get("where"),
+        wall_s=oc.get("wall_s"),
     )
 
 

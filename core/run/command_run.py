@@ -76,10 +76,7 @@ def command_model(run: CommandRun, argv: list[str]) -> RunModel:
     from tcx.core.ingest.trace_log import load_trace
     from tcx.core.model import build_model
 
-    rec = load_trace(run.trace_dir)
-    rec.events += _command_end(run)
-    rec.header["target"] = " ".join(argv)
-    model = build_model(rec, "trace")
+    model = build_model(load_trace(run.trace_dir).end_with(_command_end(run), " ".join(argv)), "trace")
     model.sources.live = True  # the command just ran here: the files on disk are the ones it ran
     return model
 

@@ -26,8 +26,7 @@ def check_capture(model: RunModel, saved_to: str | None = None) -> None:
     if not lost:
         return
     shown = ", ".join(lost[:8]) + (f" and {len(lost) - 8} more" if len(lost) > 8 else "")
-    features = (model.run_start or {}).get("features") or {}
-    why = features.get("structured_trace") or (
+    why = model.status.features.why("structured_trace") or (
         "the program probably replaced or silenced torch's structured trace (the `torch.__trace` "
         "logger, or `torch._logging.trace_structured` itself) in a way tcx could not undo"
     )

@@ -60,8 +60,7 @@ def build_bytecode(model: RunModel, selection: Selection | None = None) -> Bytec
         fr.calls = _calls(fr, frames)
     reason = None
     if not frames:
-        features = (model.run_start or {}).get("features") or {}
-        reason = features.get("bytecode") or "no frame was compiled in this run"
+        reason = model.status.features.why("bytecode") or "no frame was compiled in this run"
     frames = [f for f in frames if selection.includes(f.compile_id)]
     return BytecodeView(model=model, selection=selection, frames=frames, unavailable=reason)
 

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.analysis.log_consistency import disagreements
+from tcx.core.budgets import BUDGETS, Budget
 from tcx.core.errors import EXIT_BUDGET, EXIT_INPUT, EXIT_OK, EXIT_TARGET, UsageError
 from tcx.core.model import Compile
-from tcx.core.model.budgets import BUDGETS, FLOOR_BUDGETS
 from tcx.core.model.conditions import run_conditions
 from tcx.core.model.failure import Failure, failure
 from tcx.core.model.status import CHILD_COUNTS
@@ -30,13 +30,23 @@ class Cause:
 
 @dataclass
 class Verdict:
-    option: str  # e.g. "--max-graph-breaks"
-    label: str
+    budget: Budget  # its option, label, SARIF rule id; a floor (--min-speedup) fails the run under it
     limit: float
     actual: float  # the program's and its child processes' together
     in_children: int = 0  # how many of `actual` happened in child processes
     causes: list[Cause] = field(default_factory=list)  # what makes up the count, for a failure
-    floor: bool = False  # a minimum (--min-speedup): the run fails under it
+
+    @property
+    def option(self) -> str:
+        return self.budget.option  # e.g. "--max-graph-breaks"
+
+    @property
+    def label(self) -> str:
+        return self.budget.label
+
+    @property
+    def floor(self) -> bool:
+        return self.budget.floor
 
     @property
     def exceeded(self) -> bool:
@@ -97,6 +107,7 @@ class CheckResult:
 
 
 def budgets_from(params: dict[str, Any], baseline: bool = False) -> dict[str, float]:
+    """The budgets asked for, by key (a Budget's, as in BUDGETS: `max_graph_breaks`)."""
     budgets = {k: params[k] for k in BUDGETS if params.get(k) is not None}
     if not budgets and not baseline:
         raise UsageError(
@@ -105,7 +116,7 @@ def budgets_from(params: dict[str, Any], baseline: bool = False) -> dict[str, fl
         )
     for key, value in budgets.items():
         if value < 0:
-            raise UsageError(f"--{key.replace('_', '-')} must be 0 or more (got {value}).")
+            raise UsageError(f"{BUDGETS[key].option} must be 0 or more (got {value}).")
     return budgets
 
 
@@ -118,7 +129,7 @@ def evaluate(
     """Each budget against the program's count plus its child processes' (core/run/observed.py).
 
     `warm`: the warm run's `compile_seconds` and `cache_miss_count` (core/views/cache.py), which
-    the warm-start budgets (core/model/budgets.WARM_RUN_BUDGETS) are judged on. `accepted`: the settings
+    the warm-start budgets (judged_on "warm" in core/budgets.py) are judged on. `accepted`: the settings
     the user chose for this check (`--backend eager`): a run that used them instead of the
     program's own is judged; any other override fails the check (exit 4)."""
     children = ex.model.status.children
@@ -126,7 +137,8 @@ def evaluate(
     known = {(str(s.gb_type), str(s.file), str(s.line)) for s in ex.sites}
     verdicts = []
     for key, limit in budgets.items():
-        count = BUDGETS[key][0]
+        budget = BUDGETS[key]
+        count = budget.count
         if warm is not None and count in warm:
             in_children = 0  # counted by core/views/cache.py on the warm run
         elif count == "unique_graph_break_count":
@@ -137,13 +149,11 @@ def evaluate(
             in_children = 0
         verdicts.append(
             Verdict(
-                option="--" + key.replace("_", "-"),
-                label=BUDGETS[key][1],
+                budget=budget,
                 limit=limit,
                 actual=warm[count] if warm and count in warm else run_count(ex, count) + in_children,
                 in_children=in_children,
                 causes=causes(ex, count),
-                floor=key in FLOOR_BUDGETS,
             )
         )
     conditions = run_conditions(ex.model)

@@ -331,27 +331,27 @@ def preview_codes(model: RunModel, arch: str | None) -> tuple[list[OutputCode], 
     out, errors, archs = [], [], []
     provenance = _provenance_by_compile(model)
     seen: dict[str, int] = {}
-    for ev in model.captures.of("cuda_preview"):
-        cid = str(ev.get("compile_id") or "")
+    for module in model.preview.modules:
+        cid = module.compile_id or ""
         index = seen[cid] = seen.get(cid, -1) + 1
         maps = provenance.get(cid, [])
         maps = maps[index] if index < len(maps) else {}
-        archs.append(str(ev.get("arch")))
-        if arch and ev.get("arch") != arch:
+        archs.append(str(module.arch))
+        if arch and module.arch != arch:
             continue
-        if ev.get("error"):
-            errors.append(f"{ev.get('compile_id')} {ev.get('graph')}: {ev['error']}")
-        if ev.get("source"):
+        if module.error:
+            errors.append(f"{module.compile_id} {module.graph}: {module.error}")
+        if module.source:
             code = OutputCode(
-                ev.get("compile_id"),
-                ev.get("graph") or graph_of(ev["source"]),
-                ev["source"],
+                module.compile_id,
+                module.graph or graph_of(module.source),
+                module.source,
                 # a module of CPU tensors in a preview is the CPU's code, not the GPU's
-                f"cuda preview {ev.get('arch')}" if preview_device(ev) == "cuda" else "cpu",
+                f"cuda preview {module.arch}" if preview_device(module) == "cuda" else "cpu",
                 node_map=maps.get("node_map") or {},
                 stack_traces=maps.get("stack_traces") or {},
-                ptx=ev.get("ptx") or {},
-                seconds=seconds(ev.get("seconds")),
+                ptx=dict(module.ptx),
+                seconds=seconds(module.seconds),
             )
             out.append(code)
     return out, errors, list(dict.fromkeys(archs))
@@ -372,7 +372,7 @@ def build_codegen(
         arch = device.split(":", 1)[1]
         outputs, errors, archs = preview_codes(model, arch)
         if not outputs:
-            why = _feature_note(model, "cuda_preview")
+            why = model.status.features.why("cuda_preview")
             if why:
                 unavailable = why
             elif archs and arch not in archs:
@@ -385,7 +385,7 @@ def build_codegen(
                     "are of CPU tensors (above)"
                 )
             elif recorded_preview(model):
-                stopped = (model.program_exit or {}).get("status") not in (None, "ok")
+                stopped = model.status.program.exit_status not in (None, "ok")
                 unavailable = (
                     "Inductor generated no module: the program stopped before it compiled a graph "
                     "(where and why: above)"
@@ -434,14 +434,6 @@ def _ordinals(outputs: list[OutputCode]) -> dict[int, int]:
     for code in outputs:
         out[id(code)] = seen[code.compile_id] = seen.get(code.compile_id, -1) + 1
     return out
-
-
-def _feature_note(model: RunModel, prefix: str) -> str | None:
-    features = (model.run_start or {}).get("features") or {}
-    for name, why in features.items():
-        if name.split("=")[0] == prefix and why:
-            return str(why)
-    return None
 
 
 # --- kernels -------------------------------------------------------------------------------------

@@ -13,11 +13,14 @@ the findings core/cost/findings.py, a GPU's peaks core/cost/gpu.py.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tcx.core.cost.gpu import Peaks, peaks_for, roofline
 from tcx.core.cost.measurements import (
+    ATTRIBUTION,
+    SCHEMA,
     Cost,
     FunctionCost,
     Measurements,
@@ -41,18 +44,7 @@ from tcx.core.views.envelope import envelope
 if TYPE_CHECKING:
     from tcx.core.model import RunModel
 
-SCHEMA = "tcx.cost/1"
 LAUNCH_BOUND = 0.5  # the device busy under this share of a step: the run is launch-bound
-ATTRIBUTION = (
-    "Each instant of a profiled step goes to one part: on the CPU to the innermost profiler range "
-    "running then, on a GPU to the kernels the device ran (its idle time to what the CPU did). A step "
-    "is the compiled call, the backward() and optimizer step that follow it and the eager code between, "
-    "up to the next call. Time inside a compiled region but outside its graph (the code after a graph "
-    "break, up to the resume function) is given to the break that ended the region (torch's "
-    "`Torch-Compiled Region` ranges and tcx's range around each graph); a call that entered no region is "
-    "given to its frame (skipped by Dynamo, or the recompile limit); in backward(), each compiled "
-    "graph's backward (AOTAutograd's CompiledFunctionBackward) to its compile, the rest to autograd."
-)
 UNIT_TEXT = {
     UNIT_PERIOD: "a step is one call of {function} to its next call (the backward, the optimizer step and "
     "the code between included)",
@@ -154,10 +146,21 @@ def build_cost(model: RunModel, selection: Selection | None = None) -> Cost:
     if not steps:
         cost.warnings.append(_why_no_steps(m, functions))
     from tcx.core.cost.findings import findings
+    from tcx.core.views.cudagraphs import build_cudagraphs
 
-    cost.findings = findings(cost, ex, peaks)
+    cudagraphs = functools.partial(build_cudagraphs, model, selection)
+    cost.findings = findings(cost, ex, peaks, _recompile_report(model, selection), cudagraphs)
     cost.notes = _notes(cost, m)
     return cost
+
+
+def _recompile_report(model: RunModel, selection: Selection) -> Any:
+    from tcx.core.views.recompiles import analyze
+
+    try:
+        return analyze(model, selection)
+    except Exception:  # the remedies are a bonus; the recompile counts come from the model
+        return None
 
 
 def _why_no_steps(m: Measurements, functions: list[FunctionCost]) -> str:

@@ -118,10 +118,10 @@ def build_cudagraphs(
         if g.status == "not requested" and _asked_for(model, g.compile_id, asked):
             g.status = "on the CPU" if _on_cpu(g) else "skipped"
     unavailable = None
-    features = (model.run_start or {}).get("features") or {}
-    if features.get("cudagraphs"):
-        unavailable = str(features["cudagraphs"])
-    elif "cudagraphs" not in features and not events:
+    features = model.status.features
+    if features.why("cudagraphs"):
+        unavailable = features.why("cudagraphs")
+    elif not features.recorded("cudagraphs") and not events:
         unavailable = "this recording has no CUDA-graph events (record it with `tcx cudagraphs`)"
     elif not any(g.status != "not requested" for g in graphs):
         unavailable = (
@@ -211,9 +211,9 @@ def _on_cpu(g: GraphCudagraphs) -> bool:
 def _modes_asked(model: RunModel) -> dict[str, set[str]]:
     """The `mode=` each torch.compile call of the program asked for, by the function it compiled."""
     out: dict[str, set[str]] = {}
-    for call in model.compile_calls:
-        mode = str((call.get("used") or call.get("asked") or {}).get("mode", "None")).strip("'\"")
-        out.setdefault(str(call.get("target")), set()).add(mode)
+    for call in model.status.torch_compile_calls:
+        mode = str((call.used or call.asked).get("mode", "None")).strip("'\"")
+        out.setdefault(str(call.target), set()).add(mode)
     return out
 
 

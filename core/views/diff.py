@@ -12,7 +12,7 @@ from typing import Any
 
 from tcx import __version__
 from tcx.core.analysis.kernel_compare import compare_kernels
-from tcx.core.model.budgets import COUNT_KEYS
+from tcx.core.budgets import COUNT_KEYS
 from tcx.core.model.conditions import RunConditions
 from tcx.core.views.run_facts import SIDE_KEYS, WORSE_WHEN_HIGHER, BreakFact, RunFacts
 

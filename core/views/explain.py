@@ -102,11 +102,11 @@ class Explanation:
     def ranks(self) -> tuple[list[RankSummary], Divergence | None] | None:
         """Per-rank summaries and the first divergence, for input from several ranks (built once)."""
         m = self.model
-        if len(m.ranks) < 2 or m.recording is None:
+        if len(m.ranks) < 2:
             return None
-        from tcx.core.run.rank_pool import rank_report
+        from tcx.core.views.rank_pool import rank_report
 
-        return rank_report(m.recording)
+        return rank_report(m)
 
     @property
     def rank_divergence_count(self) -> int:

@@ -48,11 +48,13 @@ def build_export(model: RunModel, selection: Selection | None = None) -> ExportV
     exports = list(model.exports)  # found in the model's one pass (core/model/exports.py)
     if selection.function and not selection.whole_run:
         exports = [e for e in exports if e.name == selection.function]
-    unavailable = None
-    features = (model.run_start or {}).get("features") or {}
-    if features.get("export"):
-        unavailable = str(features["export"])
-    elif model.source_kind != "trace" and "export" not in features and not (exports or model.aoti_compiles):
+    features = model.status.features
+    unavailable = features.why("export")
+    if not unavailable and (
+        model.source_kind != "trace"
+        and not features.recorded("export")
+        and not (exports or model.aoti_compiles)
+    ):
         unavailable = "this recording was made without the export capture (record it with `tcx export`)"
     notes = []
     if model.source_kind == "trace" and not any(e.logged_as == "draft_export log" for e in exports):

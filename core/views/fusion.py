@@ -128,11 +128,11 @@ def build_fusion(
         graphs.append(_graph(ev, codegen))
     unavailable = None
     if not graphs:
-        features = (model.run_start or {}).get("features") or {}
-        why = features.get("fusion")
+        features = model.status.features
+        why = features.why("fusion")
         if why:
-            unavailable = str(why)
-        elif "fusion" not in features:
+            unavailable = why
+        elif not features.recorded("fusion"):
             unavailable = (
                 "no fusion decisions in this input: they are recorded by `tcx fusion` runs "
                 "(TORCH_TRACE logs do not carry them)"

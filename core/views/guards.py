@@ -102,8 +102,7 @@ def build_guards(model: RunModel, selection: Selection | None = None) -> GuardsV
     trees = [] if entries else model.documents.of("dynamo_cpp_guards_str")
     reason = None
     if not entries and not trees:
-        features = (model.run_start or {}).get("features") or {}
-        reason = features.get("guards") or "no compiled frame produced guards in this run"
+        reason = model.status.features.why("guards") or "no compiled frame produced guards in this run"
 
     entries = [e for e in entries if selection.includes(e.compile_id)]
     if trees:  # a log's guard trees, each parsed when the view reaches it

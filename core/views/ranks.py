@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.ingest.recording import Recording
-from tcx.core.ingest.trace_events import event_rank
-from tcx.core.model import RunModel, build_model
+from tcx.core.model import RunModel
+from tcx.core.model.ranks import rank_models
 from tcx.core.torchtext.output_code import count_kernels
 
 # Object ids and addresses differ between processes even when the guards mean the same thing.
@@ -56,24 +54,6 @@ class Divergence:
         }
 
 
-def split_by_rank(rec: Recording, only: Collection[int] | None = None) -> dict[int, RunModel]:
-    """One model per rank (events that name no rank belong to every rank); `only` these ranks.
-    One pass over the events, whatever the number of ranks."""
-    ranks = sorted({event_rank(e) for e in rec.events} - {None})
-    per_rank: dict[Any, list[dict[str, Any]]] = {r: [] for r in ranks if only is None or r in only}
-    for e in rec.events:
-        rank = event_rank(e)
-        if rank is None:
-            for events in per_rank.values():
-                events.append(e)
-        elif rank in per_rank:
-            per_rank[rank].append(e)
-    return {
-        rank: build_model(Recording(header=rec.header, events=events, source=rec.source), "trace")
-        for rank, events in per_rank.items()
-    }
-
-
 def summarize(models: dict[int, RunModel]) -> list[RankSummary]:
     out = []
     for rank, m in models.items():
@@ -96,11 +76,11 @@ def summarize(models: dict[int, RunModel]) -> list[RankSummary]:
 def first_divergence(models: dict[int, RunModel]) -> Divergence | None:
     if len(models) < 2:
         return None
-    return divergence_of({rank: _facts_by_compile(m) for rank, m in models.items()})
+    return divergence_of({rank: facts_by_compile(m) for rank, m in models.items()})
 
 
 def divergence_of(facts: dict[int, dict[str, dict[str, Any]]]) -> Divergence | None:
-    """The first divergence from each rank's facts per compile id (core/run/rank_pool.py computes
+    """The first divergence from each rank's facts per compile id (core/views/rank_pool.py computes
     those in worker processes)."""
     ordered = sorted({cid for per in facts.values() for cid in per}, key=_order)
     divergent: list[tuple[str, dict[int, dict[str, Any] | None]]] = []
@@ -126,7 +106,7 @@ def _order(cid: str) -> tuple:
     return tuple(int(p) for p in parts) or (10**9,)
 
 
-def _facts_by_compile(m: RunModel) -> dict[str, dict[str, Any]]:
+def facts_by_compile(m: RunModel) -> dict[str, dict[str, Any]]:
     facts: dict[str, dict[str, Any]] = {}
     for cid, c in m.compiles.items():
         facts[cid] = {
@@ -209,8 +189,8 @@ def _cause(per_rank: dict[int, dict[str, Any] | None]) -> str:
     return "the ranks' compile facts differ"
 
 
-def multi_rank_report(rec: Recording) -> tuple[list[RankSummary], Divergence | None]:
-    models = split_by_rank(rec)
+def multi_rank_report(model: RunModel) -> tuple[list[RankSummary], Divergence | None]:
+    models = rank_models(model)
     return summarize(models), first_divergence(models)
 
 
@@ -303,9 +283,9 @@ def last_events(models: dict[int, RunModel]) -> list[RankLastEvent]:
     return out
 
 
-def hang_report(rec: Recording, stopped_by: str) -> HangReport | None:
+def hang_report(model: RunModel, stopped_by: str) -> HangReport | None:
     """Where each rank of a stopped job was: None for input from fewer than two ranks."""
-    models = split_by_rank(rec)
+    models = rank_models(model)
     if len(models) < 2:
         return None
     return HangReport(stopped_by, last_events(models), first_divergence(models))

@@ -21,7 +21,7 @@ from tcx.core.views.envelope import envelope
 from tcx.core.views.explain import Explanation, explain
 from tcx.core.views.explain import to_json as explain_json
 from tcx.core.views.registry import all_captures, report_views
-from tcx.core.views.run_facts import run_facts
+from tcx.core.views.run_facts import phase_totals
 
 T = TypeVar("T")
 
@@ -170,7 +170,7 @@ def build_report(model: RunModel, selection: Selection | None = None) -> Report:
         failures=failures,
         pipeline=_pipeline(model, selection, views, failures),
         problems=problems,
-        compile_time_s=run_facts(model, selection, ex=ex).compile_time_s,
+        compile_time_s=phase_totals(model, selection),
         cost=cost,
     )
 

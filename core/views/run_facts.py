@@ -14,10 +14,10 @@ from typing import Any
 
 from tcx import __version__
 from tcx.core.analysis.kernel_compare import KernelFact, kernel_facts
+from tcx.core.budgets import COUNT_KEYS
 from tcx.core.errors import InputError
 from tcx.core.ingest.event_schema import decode_json, seconds
 from tcx.core.model import RunModel
-from tcx.core.model.budgets import COUNT_KEYS
 from tcx.core.model.conditions import RunConditions, conditions_from_json
 from tcx.core.selection import Selection, whole_run
 from tcx.core.views.cache import cache_counts
@@ -235,7 +235,7 @@ def run_facts(
         graph_breaks=[_site(s) for s in ex.sites],
         recompile_reasons=_recompile_reasons(model, selection),
         kernels=kernel_facts(model, selection),
-        compile_time_s=_phases(model, selection),
+        compile_time_s=phase_totals(model, selection),
         caches=cache_counts(model, selection),
         ended=model.status.program.status,
         failure=model.status.program.exc_type or model.status.program.signal,
@@ -268,7 +268,8 @@ def _recompile_reasons(model: RunModel, selection: Selection) -> list[str]:
     ]
 
 
-def _phases(model: RunModel, selection: Selection) -> dict[str, float]:
+def phase_totals(model: RunModel, selection: Selection) -> dict[str, float]:
+    """Seconds of compile time per phase over the selected compiles (torch's compilation_metrics)."""
     totals: dict[str, float] = {}
     for comp in model.compiles.values():
         if not selection.includes(comp.compile_id):

@@ -67,8 +67,7 @@ def build_trace(model: RunModel, selection: Selection | None = None) -> TraceVie
     events = model.captures.of("trace_instructions")
     reason = None
     if not events:
-        features = (model.run_start or {}).get("features") or {}
-        reason = features.get("instructions") or NEEDS_LIVE
+        reason = model.status.features.why("instructions") or NEEDS_LIVE
     guard_sources = _guard_texts(model)
     compiles = [_compile(e, guard_sources.get(e.get("compile_id"), {})) for e in events]
     seen: dict[str | None, TraceCompile] = {}

@@ -17,15 +17,14 @@ import os
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
-from tcx.core.ingest.recording import Recording
-from tcx.core.ingest.trace_events import event_rank
+from tcx.core.model import RunModel
+from tcx.core.model.ranks import rank_models
 from tcx.core.views.ranks import (
     Divergence,
     RankSummary,
-    _facts_by_compile,
     divergence_of,
+    facts_by_compile,
     multi_rank_report,
-    split_by_rank,
     summarize,
 )
 
@@ -33,20 +32,20 @@ POOL_MIN_RANKS = 8  # below this a pool's start-up costs more than it saves
 POOL_MIN_CPUS = 4  # measured on 2 cores: forking two workers saved nothing over one pass in-process
 
 Facts = dict[str, dict[str, Any]]
-_SHARED: Recording | None = None  # the recording the forked workers read
+_SHARED: RunModel | None = None  # the merged model (and the input it keeps) the forked workers read
 
 
-def rank_report(rec: Recording, workers: int | None = None) -> tuple[list[RankSummary], Divergence | None]:
+def rank_report(model: RunModel, workers: int | None = None) -> tuple[list[RankSummary], Divergence | None]:
     """Per-rank summaries and the first divergence; `workers` forces the pool size (tests)."""
     global _SHARED
-    ranks = sorted({event_rank(e) for e in rec.events} - {None})
+    ranks = model.ranks
     if workers is None:
         cpus = os.cpu_count() or 1
         workers = min(cpus, len(ranks)) if len(ranks) >= POOL_MIN_RANKS and cpus >= POOL_MIN_CPUS else 1
     if workers < 2 or len(ranks) < 2 or "fork" not in multiprocessing.get_all_start_methods():
-        return multi_rank_report(rec)
+        return multi_rank_report(model)
     shares = [ranks[i::workers] for i in range(workers)]
-    _SHARED = rec
+    _SHARED = model
     try:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             results = list(pool.map(_rank_facts, shares))
@@ -60,5 +59,5 @@ def rank_report(rec: Recording, workers: int | None = None) -> tuple[list[RankSu
 def _rank_facts(ranks: list[int]) -> dict[int, tuple[RankSummary, Facts]]:
     """In a forked worker: these ranks' summaries and facts, from the parent's recording."""
     assert _SHARED is not None, "rank_pool workers are forked from rank_report"
-    models = split_by_rank(_SHARED, only=set(ranks))
-    return {s.rank: (s, _facts_by_compile(models[s.rank])) for s in summarize(models)}
+    models = rank_models(_SHARED, only=set(ranks))
+    return {s.rank: (s, facts_by_compile(models[s.rank])) for s in summarize(models)}
