@@ -41,8 +41,11 @@ def _sections(report: Report) -> list[tuple[str, str, Callable[[Console], None]]
     out: list[tuple[str, str, Callable[[Console], None]]] = [
         ("overview", "Overview", lambda c: render_overview(report, c)),
     ]
+    empty = {g.name for g in report.guide if g.empty}
     for spec in report_views():
         anchor, title = spec.name, str(spec.report_title)
+        if anchor in empty:  # a section that would only say there is nothing to show
+            continue
         if anchor == "explain":
             out.append((anchor, title, lambda c: render_explain(report.explanation, c)))
             continue
@@ -66,12 +69,16 @@ def _render_view(report: Report, name: str, render: Callable[..., None], console
     console.print(Text(clean(why), style="warn"))
 
 
-def render_text(report: Report, console: Console) -> None:
-    """The terminal: the overview, then every view's section (a `render(result, console)` as the
-    registry's other renderers are)."""
-    for _anchor, title, render in _sections(report):
+def render_text(report: Report, console: Console, *, full: bool = False, target: str | None = None) -> None:
+    """The terminal: the overview, which maps every section with the command that prints it; with
+    `full`, every view's section after it (a `render(result, console)` as the registry's others)."""
+    sections = _sections(report)
+    for n, (_anchor, title, render) in enumerate(sections if full else sections[:1]):
         console.print(Rule(Text(title, style="title")))
-        render(console)
+        if n == 0:
+            render_overview(report, console, target=target, full=full)
+        else:
+            render(console)
         console.print()
 
 
@@ -132,11 +139,31 @@ def overview_rows(report: Report) -> list[tuple[str, ...]]:
 
 
 def compile_time_text(report: Report) -> str:
-    phases = ", ".join(f"{k} {v:.2f} s" for k, v in report.compile_time_s.items())
-    return f"compile time (cumulative per phase): {phases}"
+    """One compile total and what it covers: the per-compile column's sum (every compilation_metrics
+    torch wrote for a compile, a training step's backward compile included), then the phases of the
+    frames' own compiles (the first compilation_metrics of each, cumulative: each holds the next)."""
+    times = [row.compile_time_s for row in report.pipeline if row.compile_time_s is not None]
+    phases = dict(report.compile_time_s)
+    frames_total = phases.pop("total", None)
+    if times:
+        parts = [
+            f"compile time {sum(times):.2f} s over {len(times)} compile(s) (the 'compile s' column's sum: "
+            "each compile as torch timed it, its backward's compile included)"
+        ]
+        if frames_total is not None and abs(frames_total - sum(times)) >= 0.01:
+            parts.append(f"the frames' own compiles took {frames_total:.2f} s of it")
+    else:
+        parts = [f"compile time {frames_total or 0.0:.2f} s (the frames' own compiles)"]
+    if phases:
+        parts.append("of that, " + ", of which ".join(f"{k} {v:.2f} s" for k, v in phases.items()))
+    return "; ".join(parts)
 
 
-def render_overview(report: Report, console: Console) -> None:
+def render_overview(
+    report: Report, console: Console, *, target: str | None = None, full: bool = True
+) -> None:
+    """The counts, the top problems ranked, one row per compile, and a map of the sections: what
+    each shows for this run and the command that prints it (`full`: the sections follow)."""
     m = report.model
     head = Text("tcx report ", style="title")
     head.append(clean(m.target), style="loc")
@@ -150,6 +177,8 @@ def render_overview(report: Report, console: Console) -> None:
         counts.append(str(value), style="count")
         counts.append("  ")
     console.print(Wrapped(counts, prose=True))
+    _render_problems(report, console)
+    console.print()
     rows = overview_rows(report)
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(OVERVIEW_COLUMNS)]
     lines = [
@@ -160,9 +189,15 @@ def render_overview(report: Report, console: Console) -> None:
         for n, (cell, width) in enumerate(zip(cells, widths, strict=True)):
             line.append(("  " if n else "") + cell.ljust(width), style="bad" if row.failed and n == 1 else "")
         lines.append(line)
+    console.print(Text("Per compile:", style="title"))
     print_lines(console, lines)  # one row per compile, never cut: whole in a pipe, ↪ on a terminal
-    if report.compile_time_s:
+    if report.compile_time_s or report.pipeline:
         console.print(Wrapped(Text(compile_time_text(report), style="muted"), prose=True))
+    console.print()
+    _render_guide(report, console, target or m.target, full)
+
+
+def _render_problems(report: Report, console: Console) -> None:
     if not report.problems:
         console.print(Text("No problems found: no graph breaks, recompiles or failed frames.", style="good"))
         return
@@ -177,7 +212,35 @@ def render_overview(report: Report, console: Console) -> None:
             console.print(Wrapped(Text(f"       {clean(p.detail)}", style="muted"), prose=True, hang=7))
     if len(report.problems) > TOP_PROBLEMS:
         more = len(report.problems) - TOP_PROBLEMS
-        console.print(Text(f"  and {more} more (the sections below, or --format json)", style="muted"))
+        tail = f"  and {more} more (tcx explain lists every break, or --format json)"
+        console.print(Text(tail, style="muted"))
+
+
+def view_command(name: str, target: str) -> str:
+    """The command that prints one view of the run (`explain` for the graph-breaks section)."""
+    return f"tcx {name} {shlex.quote(target)}"
+
+
+def _render_guide(report: Report, console: Console, target: str, full: bool) -> None:
+    """One line per section: what it shows for this run, about how long, and its command."""
+    guide = [g for g in report.guide if not g.empty]
+    if not guide:
+        return
+    intro = "The sections below, one line each:" if full else "What each view shows, and its command:"
+    console.print(Text(intro, style="title"))
+    title_w = max(len(g.title) for g in guide)
+    for g in guide:
+        line = Text(f"  {g.title.ljust(title_w)}  ", style="title")
+        line.append(clean(g.shows), style="warn" if g.name in report.failures else "")
+        if g.lines:
+            line.append(f"  (~{g.lines:,} lines)", style="muted")
+        console.print(Wrapped(line, prose=True, hang=title_w + 4))
+        command = Text(f"  {' ' * title_w}  {clean(view_command(g.name, target))}", style="loc")
+        console.print(Wrapped(command, hang=title_w + 4))
+    if not full:
+        console.print(
+            Text(f"Every view, whole: {clean(view_command('report', target))} --full", style="muted")
+        )
 
 
 def _dash(value: object) -> str:
@@ -258,7 +321,7 @@ PAGE_TAIL = (
 )
 
 
-def report_html(report: Report) -> Iterator[str]:
+def report_html(report: Report, *, target: str | None = None) -> Iterator[str]:
     """One self-contained page: no scripts, no network; rich escapes every piece of text. Code and
     graphs are folded (`<details>`), and a text printed again is stored once and linked to.
 
