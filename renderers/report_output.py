@@ -273,7 +273,7 @@ def _capture(render: Callable[[Console], None], *, color: bool, nonce: str | Non
         "color_system": "truecolor" if color else None,
         "no_color": not color,
     }
-    console = FoldingConsole(nonce=nonce, **options) if nonce else SafeConsole(**options)
+    console = FoldingConsole(nonce=nonce, whole_lines=True, **options) if nonce else SafeConsole(**options)
     render(console)
     return console
 
@@ -298,54 +298,24 @@ def _unfold(body: str, console: FoldingConsole, stored: dict[str, str]) -> str:
     return pattern.sub(fold, body)
 
 
-PAGE_HEAD = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 0; display: flex; background: #111; color: #ddd; }}
-nav {{ position: sticky; top: 0; align-self: flex-start; padding: 1rem; min-width: 11rem; }}
-nav a {{ display: block; color: #8ab4f8; text-decoration: none; padding: .15rem 0; }}
-main {{ padding: 1rem 2rem; overflow-x: auto; }}
-h1 {{ font-size: 1.3rem; }} h2 {{ font-size: 1.1rem; border-bottom: 1px solid #444; }}
-pre {{ font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; line-height: 1.35; }}
-details {{ margin: .2rem 0 .2rem 2rem; }} summary {{ cursor: pointer; color: #8ab4f8; font-size: 12px; }}
-pre.code {{ margin: .3rem 0; padding: .4rem; background: #1b1b1b; }}
-p.same {{ margin: .2rem 0 .2rem 2rem; font-size: 12px; }}
-</style></head>
-<body><nav>{toc}</nav><main><h1>{title}</h1>
-"""
-PAGE_TAIL = (
-    "<p><small>written by tcx {version}; every number comes from torch itself during the recorded run"
-    "</small></p>\n</main></body></html>\n"
-)
-
-
 def report_html(report: Report, *, target: str | None = None) -> Iterator[str]:
-    """One self-contained page: no scripts, no network; rich escapes every piece of text. Code and
-    graphs are folded (`<details>`), and a text printed again is stored once and linked to.
+    """One self-contained page (renderers/report_page.py), written as it is made."""
+    from tcx.renderers.report_page import report_page
 
-    The page is made as it is written, print by print: a report of a 1 GB log takes about the
-    memory of its run, not of its page (hundreds of MB) and every section's rich segments."""
-    from tcx import __version__
+    return report_page(report, target=target)
 
-    sections = _sections(report)
-    toc = [f'<a href="#{anchor}">{html.escape(title)}</a>' for anchor, title, _ in sections]
-    if report.cost is not None:  # a `tcx cost` recording: its chart (inline SVG) after the overview
-        toc.insert(1, '<a href="#cost">Cost per call</a>')
-    title = html.escape(f"tcx report: {clean(report.model.target)}")
-    yield PAGE_HEAD.format(title=title, toc="\n".join(toc))
-    nonce = secrets.token_hex(6)  # placeholders no text from the run can spell
-    stored: dict[str, str] = {}  # digest of a code block -> the anchor of its one copy
-    for i, (anchor, title, render) in enumerate(sections):
-        yield f'<section id="{anchor}"><h2>{html.escape(title)}</h2><pre>'
-        yield from _streamed(render, nonce, stored)
-        yield "</pre></section>\n"
-        if i == 0 and report.cost is not None:
-            from tcx.renderers.cost_svg import cost_section_html
 
-            yield cost_section_html(report.cost) + "\n"
-    yield PAGE_TAIL.format(version=__version__)
+def captured_sections(
+    report: Report, stored: dict[str, str], nonce: str
+) -> dict[str, Callable[[], Iterator[str]]]:
+    """Section name -> its view's text as HTML, made when called: whole lines (the browser wraps
+    them), code folded and a text already on the page (`stored`) linked to. Explain is left out:
+    the page builds that section from its results."""
+    return {
+        anchor: functools.partial(_streamed, render, nonce, stored)
+        for anchor, _title, render in _sections(report)[1:]
+        if anchor != "explain"
+    }
 
 
 class _HtmlConsole(FoldingConsole):
@@ -377,7 +347,9 @@ def _streamed(render: Callable[[Console], None], nonce: str, stored: dict[str, s
 
     def work() -> None:
         try:
-            console = _HtmlConsole(chunks.put, stored, nonce=nonce, **_CAPTURE_OPTIONS, file=io.StringIO())
+            console = _HtmlConsole(
+                chunks.put, stored, nonce=nonce, whole_lines=True, **_CAPTURE_OPTIONS, file=io.StringIO()
+            )
             render(console)
             console.hand_on()
             chunks.put(_DONE)

@@ -12,7 +12,7 @@ import json
 import re
 
 import pytest
-from conftest import run_tcx
+from conftest import REPO, run_tcx
 
 pytestmark = pytest.mark.torch
 
@@ -78,3 +78,44 @@ def test_explain_opens_with_the_findings_and_folds_restarts_after(llama):
     assert re.search(r"^\d+ restarts? \(attempts torch threw away", text, re.M)
     # a reason already given is named by the restart that gave it: mostly one line each
     assert any(re.search(r": as \d+/\d+$", lines[i]) for i in restarts)
+
+
+GUARD_ROW = re.compile(r"^    ([A-Z][A-Z_]+) ", re.M)
+
+
+def test_guards_read_dotted_with_torch_internal_guards_folded_and_counted(nano):
+    doc = json.loads(_ok("guards", nano, "--format", "json"))
+    entry = doc["entries"][0]
+    assert entry["guard_count"] == entry["torch_guard_count"] > 100
+    raw = [g for g in entry["guards"] if "._modules['" in g["source"]]
+    assert raw  # torch's text in the JSON, as torch wrote it
+    text = _ok("guards", nano, "--compile", entry["compile_id"])
+    assert "._modules['" not in text and "._parameters['" not in text
+    assert re.search(r"\bself\.blocks\.0\.\w+\.weight\b", text)
+    assert f"  {entry['guard_count']} guards · " in text  # one count
+    [folded] = re.findall(r"^  \+ (\d+) torch-internal guards \((.*)\)$", text, re.M)
+    assert "hook dicts are empty ×" in folded[1] and "--all-text lists each" in folded[1]
+    # every guard is a row or counted in the folded line, and --all-text lists each as torch wrote it
+    assert len(GUARD_ROW.findall(text)) + int(folded[0]) == entry["guard_count"]
+    whole = _ok("guards", nano, "--compile", entry["compile_id"], "--all-text")
+    assert len(GUARD_ROW.findall(whole)) == entry["guard_count"] and "torch-internal" not in whole
+    assert "EMPTY_NN_MODULE_HOOKS_DICT" in whole and "._modules['" in whole
+
+
+def test_a_recompiled_entry_shows_what_differs_then_counts_the_rest(nano):
+    text = _ok("recompiles", nano)
+    assert "._modules['" not in text
+    assert re.search(r"differs from \[0/0\]: grad_mode: (true|false) → (true|false)\n", text)
+    [same] = re.findall(r"and (\d+) guard lines as in \[0/0\] \(--all shows every line\)", text)
+    doc = json.loads(_ok("recompiles", nano, "--format", "json"))
+    first, second = doc["entries"]["forward"]
+    assert int(same) == len(second["guards"]) == len(first["guards"])
+
+
+def test_a_log_s_guard_count_says_which_count_it_is():
+    """torch counts guards (compilation_metrics); a log's guard tree lists more leaves for them."""
+    log = str(REPO / "tests" / "data" / "traces" / "torch2.13_eager_demo.log.gz")
+    text = _ok("guards", log, "--compile", "0/0")
+    assert "10 guards (torch's count); the log's guard tree checks them in 23 leaves, listed below" in text
+    assert "torch counted" not in text
+    assert "+ 15 torch-internal guards (a tensor is not marked dynamic" in text
