@@ -93,7 +93,9 @@ def report_page(report: Report, *, target: str | None = None) -> Iterator[str]:
     stored: dict[str, str] = {}  # digest of a code text -> the id of its one copy on the page
     captured = captured_sections(report, stored, secrets.token_hex(6))
     for g in shown:
-        yield f'<section id="{g.name}"><h2>{e(g.title)}</h2>\n<p class="muted">{e(g.shows)}</p>\n'
+        yield f'<section id="{g.name}"><h2>{e(g.title)}</h2>\n'
+        if g.name != "explain":  # the breaks say it themselves
+            yield f'<p class="muted">{e(g.shows)}</p>\n'
         if g.name == "explain":
             yield from _explain(report.explanation, links)
         elif g.name == "graphs" and graphs is not None:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 
 import pytest
 from conftest import REPO, run_tcx
@@ -119,3 +121,63 @@ def test_a_log_s_guard_count_says_which_count_it_is():
     assert "10 guards (torch's count); the log's guard tree checks them in 23 leaves, listed below" in text
     assert "torch counted" not in text
     assert "+ 15 torch-internal guards (a tensor is not marked dynamic" in text
+
+
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+)
+
+
+def test_the_html_report_is_a_page_of_tables_folds_and_links(nano, tmp_path_factory):
+    """The page of nanoGPT's Inductor run: tables and <details>, not terminal text; every internal
+    link lands; nothing fetched. Its screenshot stays in pytest's temporary folder (html-report0)."""
+    folder = tmp_path_factory.mktemp("html-report")
+    page = folder / "nano.html"
+    _ok("report", nano, "--format", "html", "-o", str(page))
+    source = page.read_text(encoding="utf-8")
+    assert "↪" not in source
+    assert source.count("<table") >= 4 and source.count("<details") >= 10
+    ids = set(re.findall(r'\bid="([^"]+)"', source))
+    hrefs = set(re.findall(r'\bhref="#([^"]*)"', source))
+    assert hrefs and hrefs <= ids, sorted(hrefs - ids)
+    # each compile's row links to its graph and its kernels, which are on the page
+    for cid in ("0-0", "0-1"):
+        assert {f"compile-{cid}", f"graph-{cid}", f"kernels-{cid}"} <= ids and f"graph-{cid}" in hrefs
+    assert not re.search(r"""\b(?:src|href)\s*=\s*(?!["']?#)""", source)  # no file or URL fetched
+    assert "<script" not in source.lower()
+    browser = shutil.which("chromium")
+    if browser is None:
+        return  # the page's structure is checked above; test_report.py drives the browser in CI
+    flags = [*CHROMIUM_FLAGS, f"--user-data-dir={folder / 'profile'}"]
+    dom = subprocess.run(
+        [browser, *flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120
+    )
+    assert "Top problems, worst first" in dom.stdout and dom.stdout.count("<details") >= 10
+    shot = folder / "nano.png"
+    subprocess.run(
+        [browser, *flags, "--window-size=1400,1000", f"--screenshot={shot}", page.as_uri()],
+        capture_output=True,
+        timeout=120,
+    )
+    assert shot.exists() and shot.stat().st_size > 10_000
+
+
+def test_the_html_report_of_breaks_links_each_region_to_its_compile(llama, tmp_path):
+    page = tmp_path / "llama.html"
+    _ok("report", llama, "--format", "html", "-o", str(page))
+    source = page.read_text(encoding="utf-8")
+    ids = set(re.findall(r'\bid="([^"]+)"', source))
+    hrefs = re.findall(r'\bhref="#([^"]*)"', source)
+    assert set(hrefs) <= ids and "↪" not in source
+    doc = json.loads(_ok("explain", llama, "--format", "json"))
+    assert doc["graph_breaks"] and all(f"break-{i}" in ids for i in range(1, len(doc["graph_breaks"]) + 1))
+    first = source[source.index('id="break-1"') :]
+    first = first[: first.index("</details>")]
+    assert 'href="#compile-' in first  # the region it ends, linked
+    assert "&lt;module&gt;" in source and "<module>" not in source  # text from the run is escaped
