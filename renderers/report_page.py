@@ -18,6 +18,7 @@ from tcx.core.ingest.lazy_items import stream
 from tcx.core.views.explain import BreakSite, Explanation
 from tcx.core.views.report import Report
 from tcx.renderers.code_block import digest
+from tcx.renderers.graphs_terminal import folded_signature
 from tcx.renderers.header import location
 from tcx.renderers.safe import clean
 
@@ -335,7 +336,7 @@ def _graphs(report: Report, view: Any, stored: dict[str, str]) -> Iterator[str]:
         yield f'<p class="muted">{e(c.verdict())} · <a href="#{anchor("compile", cid)}">its row</a></p>\n'
         for kind in kinds:
             title = f"{GRAPH_TITLES.get(kind, kind.replace('_', ' '))} of compile {cid}"
-            yield code_fold(title, c.graphs[kind], stored)
+            yield code_fold(title, folded_signature(c.graphs[kind].rstrip()), stored)
         yield "</details>\n"
 
 
