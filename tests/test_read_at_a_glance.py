@@ -8,6 +8,7 @@ Every other output is rendered from those recordings, as a user re-renders a sav
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import shutil
@@ -15,8 +16,6 @@ import subprocess
 
 import pytest
 from conftest import REPO, run_tcx
-
-pytestmark = pytest.mark.torch
 
 OVERVIEW_MAX_LINES = 400  # a screen or two for a 2-layer model
 
@@ -37,6 +36,7 @@ def _ok(*args: str) -> str:
     return proc.stdout
 
 
+@pytest.mark.torch
 def test_report_prints_the_overview_and_full_prints_every_view(nano):
     overview = _ok("report", nano)
     full = _ok("report", nano, "--full")
@@ -60,6 +60,7 @@ def test_report_prints_the_overview_and_full_prints_every_view(nano):
     assert "cumulative per phase" not in full
 
 
+@pytest.mark.torch
 def test_explain_with_no_breaks_names_the_recompiles(nano):
     text = _ok("explain", nano)
     doc = run_tcx("explain", nano, "--format", "json")
@@ -70,6 +71,7 @@ def test_explain_with_no_breaks_names_the_recompiles(nano):
     assert f"1 recompile of forward: which guard failed on which call: tcx recompiles {nano}" in flat
 
 
+@pytest.mark.torch
 def test_explain_opens_with_the_findings_and_folds_restarts_after(llama):
     text = _ok("explain", llama)
     lines = text.splitlines()
@@ -85,6 +87,7 @@ def test_explain_opens_with_the_findings_and_folds_restarts_after(llama):
 GUARD_ROW = re.compile(r"^    ([A-Z][A-Z_]+) ", re.M)
 
 
+@pytest.mark.torch
 def test_guards_read_dotted_with_torch_internal_guards_folded_and_counted(nano):
     doc = json.loads(_ok("guards", nano, "--format", "json"))
     entry = doc["entries"][0]
@@ -104,6 +107,7 @@ def test_guards_read_dotted_with_torch_internal_guards_folded_and_counted(nano):
     assert "EMPTY_NN_MODULE_HOOKS_DICT" in whole and "._modules['" in whole
 
 
+@pytest.mark.torch
 def test_a_recompiled_entry_shows_what_differs_then_counts_the_rest(nano):
     text = _ok("recompiles", nano)
     assert "._modules['" not in text
@@ -134,6 +138,7 @@ CHROMIUM_FLAGS = (
 )
 
 
+@pytest.mark.torch
 def test_the_html_report_is_a_page_of_tables_folds_and_links(nano, tmp_path_factory):
     """The page of nanoGPT's Inductor run: tables and <details>, not terminal text; every internal
     link lands; nothing fetched. Its screenshot stays in pytest's temporary folder (html-report0)."""
@@ -168,6 +173,7 @@ def test_the_html_report_is_a_page_of_tables_folds_and_links(nano, tmp_path_fact
     assert shot.exists() and shot.stat().st_size > 10_000
 
 
+@pytest.mark.torch
 def test_the_html_report_of_breaks_links_each_region_to_its_compile(llama, tmp_path):
     page = tmp_path / "llama.html"
     _ok("report", llama, "--format", "html", "-o", str(page))
@@ -181,3 +187,22 @@ def test_the_html_report_of_breaks_links_each_region_to_its_compile(llama, tmp_p
     first = first[: first.index("</details>")]
     assert 'href="#compile-' in first  # the region it ends, linked
     assert "&lt;module&gt;" in source and "<module>" not in source  # text from the run is escaped
+
+
+def test_cost_rows_wrap_instead_of_cutting_a_kernel_name():
+    """A breakdown row wider than the console wraps under its `what` column; the name is whole."""
+    from test_cost_gpu import launch_bound_step, step_cost
+
+    from tcx.renderers.code_block import CONTINUATION
+    from tcx.renderers.console import make_console
+    from tcx.renderers.cost_terminal import render_rows
+
+    long_name = "triton_per_fused__log_softmax__unsafe_view_add_arange_native_layer_norm_backward_0"
+    profile = launch_bound_step()
+    profile["names"] = [long_name if n == "triton_poi_fused_add_0" else n for n in profile["names"]]
+    buffer = io.StringIO()
+    render_rows(step_cost(profile), make_console(buffer, color=False, width=100))
+    text = buffer.getvalue()
+    assert "…" not in text
+    joined = re.sub(r"\n +" + re.escape(CONTINUATION), "", text)
+    assert long_name in joined
