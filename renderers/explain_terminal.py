@@ -29,7 +29,7 @@ def render_explain(ex: Explanation, console: Console, *, max_stack: int = 6, vie
     render_ranks(ex, console)
     render_findings(ex, console, view)
     if ex.failed_frames:
-        render_failed_frames(ex.failed_frames, console)
+        render_failed_frames(ex.failed_frames, console, ex)
     if ex.sites:
         render_sites(ex, console, max_stack)
     if failed:
@@ -62,7 +62,7 @@ def render_findings(ex: Explanation, console: Console, view: str = "explain") ->
         console.print(no_breaks_verdict(ex))
     if ex.recompiles:
         frames = list(
-            dict.fromkeys(c.display_name for r in ex.recompiles if (c := ex.compiles.get(r.compile_id)))
+            dict.fromkeys(ex.frame_name(r.compile_id) for r in ex.recompiles if r.compile_id in ex.compiles)
         )
         line = Text(f"{len(ex.recompiles)} recompile{'s' if len(ex.recompiles) != 1 else ''}", style="warn")
         if frames:
@@ -92,7 +92,7 @@ def render_restarts(ex: Explanation, console: Console) -> None:
     first: dict[str, str] = {}  # reason -> the compile id that gave it
     for r in ex.restarts:
         comp = ex.compiles.get(r.compile_id)
-        name = comp.display_name if comp else "?"
+        name = ex.frame_name(r.compile_id) if comp else "?"
         counted = f"; its {r.graphs} graph(s) are in the graph count" if r.graphs else ""
         head = Text(f"restarted {clean(r.compile_id)} {clean(name)}", style="warn")
         head.append(f" (attempt {r.attempt} thrown away{counted}): ", style="muted")
@@ -140,7 +140,12 @@ def render_header(ex: Explanation, console: Console, view: str = "explain") -> N
         line.append("  ")
     console.print(line)
     if ex.frames_compiled:
-        frames = Text("frames compiled: ", style="muted") + Text(clean(", ".join(ex.frames_compiled)))
+        named = dict.fromkeys(
+            ex.frame_name(cid) for cid, c in ex.compiles.items() if not c.is_resume and not c.failed
+        )
+        frames = Text("frames compiled: ", style="muted") + Text(
+            clean(", ".join(named or ex.frames_compiled))
+        )
         console.print(Wrapped(frames, prose=True, hang=2))
     warnings = list(
         dict.fromkeys(
@@ -165,7 +170,7 @@ def render_header(ex: Explanation, console: Console, view: str = "explain") -> N
     console.print()
 
 
-def render_failed_frames(frames: list[FailedFrame], console: Console) -> None:
+def render_failed_frames(frames: list[FailedFrame], console: Console, ex: Explanation | None = None) -> None:
     console.print(
         Text(
             f"{len(frames)} frame(s) Dynamo gave up on entirely (they run in eager Python):",
@@ -174,7 +179,7 @@ def render_failed_frames(frames: list[FailedFrame], console: Console) -> None:
     )
     for f in frames:
         t = Text("  • ")
-        t.append(clean(f.function), style="title")
+        t.append(clean(ex.frame_name(f.compile_id, f.function) if ex else f.function), style="title")
         t.append(f"  {location(f.file, f.line)}", style="loc")
         t.append(f"  compile {clean(f.compile_id)}: ", style="muted")
         t.append(clean(f.kind))

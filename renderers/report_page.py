@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from tcx.core.ingest.lazy_items import stream
+from tcx.core.model.failure import failure
 from tcx.core.views.explain import BreakSite, Explanation
 from tcx.core.views.report import Report
 from tcx.renderers.code_block import digest
@@ -228,10 +229,11 @@ def _explain(ex: Explanation, links: _Links) -> Iterator[str]:
         yield "(they run in eager Python)</h3>\n<table><tr><th>compile</th><th>frame</th><th>at</th>"
         yield "<th>why</th></tr>\n"
         for f in ex.failed_frames:
-            yield f"<tr><td>{links.compile(f.compile_id)}</td><td>{e(f.function)}</td>"
+            name = ex.frame_name(f.compile_id, f.function)
+            yield f"<tr><td>{links.compile(f.compile_id)}</td><td>{e(name)}</td>"
             yield f"<td><code>{e(location(f.file, f.line))}</code></td><td>{e(f.kind)}</td></tr>\n"
         yield "</table>\n"
-    if not ex.sites:
+    if not ex.sites and not failure(ex.model):  # a failed run never reads as a clean one
         verdict = "No graph breaks." if ex.compiles else "Nothing was compiled."
         yield f'<p class="good">{verdict}</p>\n'
     for i, site in enumerate(ex.sites, start=1):
@@ -244,7 +246,7 @@ def _explain(ex: Explanation, links: _Links) -> Iterator[str]:
         yield "</summary>\n<table><tr><th>compile</th><th>frame</th><th>attempt</th><th>why</th></tr>\n"
         for r in ex.restarts:
             comp = ex.compiles.get(r.compile_id)
-            name = comp.display_name if comp else "?"
+            name = ex.frame_name(r.compile_id) if comp else "?"
             yield f"<tr><td>{links.compile(r.compile_id)}</td><td>{e(name)}</td>"
             yield f'<td class="n">{r.attempt}</td><td>{e(r.reason)}</td></tr>\n'
         yield "</table></details>\n"

@@ -20,6 +20,7 @@ from tcx.core.selection import Selection, whole_run
 from tcx.core.views.envelope import envelope
 from tcx.core.views.explain import Explanation, explain
 from tcx.core.views.explain import to_json as explain_json
+from tcx.core.views.frame_names import frame_name
 from tcx.core.views.registry import all_captures, report_views
 from tcx.core.views.run_facts import run_facts
 
@@ -178,7 +179,7 @@ def build_report(model: RunModel, selection: Selection | None = None) -> Report:
     problems = _problems(ex, views.get("recompiles"))
     if cost is not None:
         _rank_by_measured_cost(problems, cost)
-    pipeline = _pipeline(model, selection, views, failures)
+    pipeline = _pipeline(model, selection, views, failures, ex.frame_names)
     return Report(
         model=model,
         selection=selection,
@@ -307,7 +308,11 @@ def _rank_by_measured_cost(problems: list[Problem], cost: Any) -> None:
 
 
 def _pipeline(
-    model: RunModel, selection: Selection, views: dict[str, Any], failures: dict[str, str]
+    model: RunModel,
+    selection: Selection,
+    views: dict[str, Any],
+    failures: dict[str, str],
+    names: dict[str, str],
 ) -> list[PipelineRow]:
     """One line per compile: what each stage made of it (a view that could not be built: None).
     Views parse their payloads when first read, so a payload that breaks a parser does so here:
@@ -332,7 +337,7 @@ def _pipeline(
         rows.append(
             PipelineRow(
                 compile_id=cid,
-                frame=comp.display_name,
+                frame=frame_name(comp, names),
                 file=comp.co_filename,
                 line=comp.co_firstlineno,
                 failed=comp.failed,
@@ -382,7 +387,13 @@ def _problems(ex: Explanation, recompiles: RecompileReport | None) -> list[Probl
     out: list[Problem] = []
     for f in ex.failed_frames:
         out.append(
-            Problem(0, "failed frame", f"{f.function} runs in eager Python", f.kind, f"{f.file}:{f.line}")
+            Problem(
+                0,
+                "failed frame",
+                f"{ex.frame_name(f.compile_id, f.function)} runs in eager Python",
+                f.kind,
+                f"{f.file}:{f.line}",
+            )
         )
     limit = recompiles.limit if recompiles else {}
     if limit.get("hit"):
