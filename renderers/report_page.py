@@ -10,8 +10,7 @@ nothing is fetched; the page is written as it is made (a 1 GB log's page never s
 from __future__ import annotations
 
 import html
-import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tcx.core.ingest.lazy_items import stream
@@ -21,6 +20,14 @@ from tcx.core.views.report import Report
 from tcx.renderers.code_block import digest
 from tcx.renderers.graphs_terminal import folded_signature
 from tcx.renderers.header import location
+from tcx.renderers.report_overview import (
+    OVERVIEW_COLUMNS,
+    TOP_PROBLEMS,
+    compile_time_text,
+    overview_counts,
+    overview_rows,
+    view_command,
+)
 from tcx.renderers.safe import clean
 
 CSS = """
@@ -71,9 +78,16 @@ def anchor(kind: str, compile_id: str | None) -> str:
     return f"{kind}-{safe}"
 
 
-def report_page(report: Report, *, target: str | None = None) -> Iterator[str]:
+def report_page(
+    report: Report,
+    captured: dict[str, Callable[[], Iterator[str]]],
+    stored: dict[str, str],
+    *,
+    target: str | None = None,
+) -> Iterator[str]:
+    """The page, piece by piece. `captured`: each view's text as HTML, made when called (explain's
+    section is built here); `stored`: digest -> id of each code text already on the page."""
     from tcx import __version__
-    from tcx.renderers.report_output import captured_sections
 
     target = target or report.model.target
     graphs = report.views.get("graphs")
@@ -92,8 +106,6 @@ def report_page(report: Report, *, target: str | None = None) -> Iterator[str]:
         from tcx.renderers.cost_svg import cost_section_html
 
         yield cost_section_html(report.cost) + "\n"
-    stored: dict[str, str] = {}  # digest of a code text -> the id of its one copy on the page
-    captured = captured_sections(report, stored, secrets.token_hex(6))
     for g in shown:
         yield f'<section id="{g.name}"><h2>{e(g.title)}</h2>\n'
         if g.name != "explain":  # the breaks say it themselves
@@ -145,15 +157,6 @@ class _Links:
 
 
 def _overview(report: Report, links: _Links, target: str) -> Iterator[str]:
-    from tcx.renderers.report_output import (
-        OVERVIEW_COLUMNS,
-        TOP_PROBLEMS,
-        compile_time_text,
-        overview_counts,
-        overview_rows,
-        view_command,
-    )
-
     m = report.model
     yield '<section id="overview"><h2>Overview</h2>\n'
     scope = (

@@ -96,7 +96,10 @@ def test_guards_read_dotted_with_torch_internal_guards_folded_and_counted(nano):
     assert raw  # torch's text in the JSON, as torch wrote it
     text = _ok("guards", nano, "--compile", entry["compile_id"])
     assert "._modules['" not in text and "._parameters['" not in text
-    assert re.search(r"\bself\.blocks\.0\.\w+\.weight\b", text)
+    assert (
+        re.search(r"TENSOR_MATCH +self\.wte\.weight ", text)
+        and "TYPE_MATCH               self.blocks.0.fc " in text
+    )
     assert f"  {entry['guard_count']} guards · " in text  # one count
     [folded] = re.findall(r"^  \+ (\d+) torch-internal guards \((.*)\)$", text, re.M)
     assert "hook dicts are empty ×" in folded[1] and "--all-text lists each" in folded[1]
@@ -206,3 +209,21 @@ def test_cost_rows_wrap_instead_of_cutting_a_kernel_name():
     assert "…" not in text
     joined = re.sub(r"\n +" + re.escape(CONTINUATION), "", text)
     assert long_name in joined
+
+
+@pytest.mark.torch
+def test_a_decorator_frame_is_named_by_the_method_it_wraps(llama):
+    """transformers' @deprecate_kwarg makes Dynamo compile `wrapped_func`; its guards name what it wraps."""
+    doc = json.loads(_ok("explain", llama, "--format", "json"))
+    names = doc["frame_names"]
+    wrapped = [cid for cid, name in names.items() if name.endswith("(via wrapped_func)")]
+    assert wrapped
+    guards = json.loads(_ok("guards", llama, "--format", "json"))
+    for cid in wrapped:
+        [entry] = [e for e in guards["entries"] if e["compile_id"] == cid]
+        texts = {g["source"]: " ".join(g["text"]) for g in entry["guards"]}
+        owner = re.search(r"type=<class '[\w.]+\.(\w+)'>", texts["L['args'][0]"]).group(1)
+        method = re.search(r"== '(\w+)'", texts["L['func'].__name__"]).group(1)
+        assert names[cid] == f"{owner}.{method} (via wrapped_func)"
+    text = " ".join(_ok("explain", llama).split())
+    assert "LlamaForCausalLM.forward (via wrapped_func)" in text
