@@ -73,7 +73,10 @@ def render_findings(ex: Explanation, console: Console, view: str = "explain") ->
     if ex.failed_frames:
         n = len(ex.failed_frames)
         line = Text(f"{n} frame{'s' if n != 1 else ''} Dynamo gave up on", style="bad")
-        line.append(" (they run in eager Python): listed below", style="muted")
+        line.append(" (they run in eager Python): ", style="muted")
+        names = dict.fromkeys(ex.frame_name(f.compile_id, f.function) for f in ex.failed_frames)
+        line.append(clean(", ".join(names)))
+        line.append("; why, below", style="muted")
         console.print(Wrapped(line, prose=True, hang=2))
     if ex.restarts:
         n = len(ex.restarts)
