@@ -72,7 +72,7 @@ def compile_time_text(report: Report) -> str:
     if times:
         parts = [
             f"compile time {sum(times):.2f} s over {len(times)} compile(s) (the 'compile s' column's sum: "
-            "each compile as torch timed it, its backward's compile included)"
+            "each compile as torch timed it, with its backward's compile where it has one)"
         ]
         if frames_total is not None and abs(frames_total - sum(times)) >= 0.01:
             parts.append(f"the frames' own compiles took {frames_total:.2f} s of it")

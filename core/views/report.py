@@ -254,8 +254,11 @@ def _guide(
     out = []
     for view in report_views():
         phrase, empty = shows.get(view.name, ("", False))
+        unavailable = getattr(views.get(view.name), "unavailable", None)
         if view.name in failures:
             phrase, empty = failures[view.name], False
+        elif unavailable and view.name != "export":
+            phrase = f"not available: {unavailable}"
         lines = (
             run_index.estimated_lines(view.name, model, selection)
             if view.name in run_index.SHOWN_EVENTS
