@@ -61,8 +61,15 @@ def _render_entry(e: Entry, console: Console, full: bool) -> None:
         title = Text(f"  {group.category}", style="bold")
         if group.subject:
             title.append(f" {clean(group.subject)}", style="loc")
-        if group.summary:
-            title.append(f"  {clean(group.summary)}")
+        summary = group.summary
+        tensors = sum(g.kind == "TENSOR_MATCH" for g in group.guards)
+        listed = sum(g.kind == "TENSOR_MATCH" for g in shown)
+        if group.category != "input tensor" and listed < tensors:  # some only in the folded line
+            summary = (
+                f"({listed} of its {tensors} tensors guarded below; the rest in the torch-internal line)"
+            )
+        if summary:
+            title.append(f"  {clean(summary)}")
         rows.append(title)
         for g in shown:
             rows.extend(_guard_row(g, full, folded))
