@@ -1,8 +1,10 @@
 """`tcx report` output: the terminal, one self-contained HTML file, or Markdown for a PR comment.
 
-Every view renders through its own terminal renderer; HTML and Markdown capture that
-output (rich escapes it for HTML; Markdown puts it in fences), so the three formats show
-the same facts and need nothing but a browser or a Markdown viewer to read.
+The terminal prints the overview (renderers/report_overview.py) and, with --full, every view
+through its own terminal renderer. The HTML page (renderers/report_page.py) builds the overview,
+the breaks, graphs and kernels from the typed results and folds the other views' text, captured
+here whole-lined (rich escapes it); Markdown puts the views' text in fences. The formats show the
+same facts and need nothing but a browser or a Markdown viewer to read.
 """
 
 from __future__ import annotations

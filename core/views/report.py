@@ -1,9 +1,11 @@
 """`tcx report`: the whole run at a glance, then every view — built from ONE recording.
 
 The overview gives each compiled frame's pipeline in one line (Dynamo → AOTAutograd →
-Inductor → runtime), compile time per phase, and the top problems ranked by what they
-cost; the views follow: every view of the registry (core/views/registry.py) with a report section,
-built on the same Selection. A view that cannot be built says why instead of sinking the report.
+Inductor → runtime), compile time per phase, the top problems ranked by what they cost, and a
+guide: what each view's section holds for this run and how long it is (the terminal prints the
+overview alone unless --full). The views follow: every view of the registry (core/views/registry.py)
+with a report section, built on the same Selection. A view that cannot be built says why instead of
+sinking the report.
 """
 
 from __future__ import annotations
