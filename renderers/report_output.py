@@ -27,7 +27,7 @@ from tcx.core.views.report import Report
 from tcx.renderers.code_block import FoldingConsole, Wrapped, print_lines
 from tcx.renderers.console import THEME
 from tcx.renderers.explain_terminal import render_explain
-from tcx.renderers.header import location
+from tcx.renderers.header import location, view_header
 from tcx.renderers.report_overview import (
     OVERVIEW_COLUMNS,
     TOP_PROBLEMS,
@@ -98,12 +98,7 @@ def render_overview(
     """The counts, the top problems ranked, one row per compile, and a map of the sections: what
     each shows for this run and the command that prints it (`full`: the sections follow)."""
     m = report.model
-    head = Text("tcx report ", style="title")
-    head.append(clean(m.target), style="loc")
-    if report.selection.function:
-        head.append(f"  (frames of {clean(report.selection.function)} and what it calls)", style="muted")
-    head.append(f"  torch {clean(m.torch_version or '?')}", style="muted")
-    console.print(Wrapped(head, prose=True))
+    view_header("report", m, console, function=report.selection.function)  # with how it ran
     counts = Text()
     for label, value in overview_counts(report):
         counts.append(f"{label} ", style="muted")

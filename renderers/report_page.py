@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tcx.core.ingest.lazy_items import stream
+from tcx.core.model.conditions import run_conditions
 from tcx.core.model.failure import failure
 from tcx.core.views.explain import BreakSite, Explanation
 from tcx.core.views.report import Report
@@ -162,7 +163,14 @@ def _overview(report: Report, links: _Links, target: str) -> Iterator[str]:
     scope = (
         f" · frames of {e(report.selection.function)} and what it calls" if report.selection.function else ""
     )
-    yield f'<p class="muted">torch {e(m.torch_version or "?")}{scope}</p>\n'
+    run = run_conditions(m)
+    backend = (
+        f" · backend {e(run.backend)}" + (f" ({e(run.reason)})" if run.reason else "") if run.backend else ""
+    )
+    yield f'<p class="muted">torch {e(m.torch_version or "?")}{backend}{scope}</p>\n'
+    if not run.as_program:
+        overrides = "; ".join(o.text for o in run.overrides)
+        yield f'<p class="warn">counts may differ from the program\'s own run: {e(overrides)}</p>\n'
     counts = overview_counts(report)
     yield "<table><tr>" + "".join(f"<th>{e(label)}</th>" for label, _ in counts) + "</tr>\n"
     yield "<tr>" + "".join(f'<td class="n">{value:,}</td>' for _, value in counts) + "</tr></table>\n"
