@@ -35,7 +35,7 @@ def command(**params: Any) -> None:
     loaded = common.load(params, VIEW.fresh_compile, capture=all_captures())
     report = build_report(loaded.model, common.selection(loaded))
     fmt = params["fmt"]
-    follow_up = {"target": common.rerender_target(loaded, params["target"])} if fmt == "markdown" else {}
+    follow_up = {"target": common.rerender_target(loaded, params["target"])} if fmt != "json" else {}
     if params["output"]:
         output = replacing(params["output"], "w", option="-o", encoding="utf-8")
         with output as out, contextlib.redirect_stdout(out):

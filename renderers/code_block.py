@@ -54,10 +54,12 @@ class Fold:
 class FoldingConsole(SafeConsole):
     """A console whose code blocks are kept aside (`folds`) behind a placeholder line each."""
 
-    def __init__(self, *args: object, nonce: str, **kwargs: object) -> None:
+    def __init__(self, *args: object, nonce: str, whole_lines: bool = False, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.nonce = nonce
         self.folds: list[Fold] = []
+        # HTML: rows and never-cut lines are printed whole, and the browser wraps them (no CONTINUATION)
+        self.whole_lines = whole_lines
 
     @property
     def placeholder_prefix(self) -> str:
@@ -112,6 +114,10 @@ class Lines:
         yield from _emit(console, options, lines, self.indent)
 
 
+def _whole_lines(console: Console) -> bool:
+    return isinstance(console, FoldingConsole) and console.whole_lines
+
+
 def colored(console: Console) -> bool:
     return console.color_system is not None and not console.no_color
 
@@ -134,7 +140,7 @@ def _emit(
     console: Console, options: ConsoleOptions, lines: Sequence[Text | str], indent: int
 ) -> Iterator[Segment]:
     pad = " " * indent
-    wrap_at = options.max_width - indent if console.is_terminal else None
+    wrap_at = options.max_width - indent if console.is_terminal and not _whole_lines(console) else None
     if wrap_at is None and not colored(console):  # a pipe or a file: one piece of text
         yield Segment("".join(pad + (ln if isinstance(ln, str) else ln.plain) + "\n" for ln in lines))
         return
@@ -224,6 +230,11 @@ class Wrapped:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         mark_all = not self.prose
+        if _whole_lines(console):
+            for line in self.text.split("\n", allow_blank=True):
+                yield from line.render(console, end="")
+                yield Segment.line()
+            return
         for line in self.text.split("\n", allow_blank=True):
             parts = pieces(line, options.max_width, at_spaces=True, mark_all=mark_all, hang=self.hang)
             for i, (piece, marked) in enumerate(parts):

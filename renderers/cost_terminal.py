@@ -12,6 +12,7 @@ from tcx.core.cost.measurements import Cost, Finding, Row, StepCost, totals_by_p
 from tcx.core.cost.profile import PARTS
 from tcx.core.cost.stats import CONFIDENCE, MIN_STEPS, Estimate, seconds_text, shown
 from tcx.core.cost.steps import PHASE_TEXT, PHASES
+from tcx.renderers.code_block import Wrapped
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 
@@ -167,12 +168,12 @@ def render_rows(step: StepCost, console: Console, *, show_all: bool = False) -> 
     head = f"  {'part':<10}{'phase':<10}{'compile':<8}{'ms/step':>9}{'share':>7}{'launch':>7}"
     head += f"{'device':>9}{'launch ms':>10}  what" if device else "  what"
     console.print(Text(head, style="muted"))
+    indent = 63 if device else 44  # the "what" column: a row wider than the console wraps under it
     for row in rows:
-        console.print(_row(row, device), no_wrap=True, overflow="ellipsis")
+        console.print(Wrapped(_row(row, device), hang=indent + 2))
         for extra in _row_extras(row):
-            indent = 63 if device else 44
             console.print(
-                Text(f"  {'':<{indent}}{clean(extra)}", style="muted"), no_wrap=True, overflow="ellipsis"
+                Wrapped(Text(f"  {'':<{indent}}{clean(extra)}", style="muted"), prose=True, hang=indent + 2)
             )
     if len(step.breakdown) > len(rows):
         console.print(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
@@ -25,16 +27,81 @@ def render_explain(ex: Explanation, console: Console, *, max_stack: int = 6, vie
         render_failure_notice(failed, console)
     render_child_processes(ex.model, console, " (not in the counts above; `tcx check` counts them)")
     render_ranks(ex, console)
+    render_findings(ex, console, view)
     if ex.failed_frames:
-        render_failed_frames(ex.failed_frames, console)
+        render_failed_frames(ex.failed_frames, console, ex)
     if ex.sites:
         render_sites(ex, console, max_stack)
-    elif not failed:
-        console.print(no_breaks_verdict(ex))
     if failed:
         if ex.sites:
             console.print()
         render_failure(failed, console)
+    render_restarts(ex, console)
+
+
+def followup_target(ex: Explanation) -> str:
+    """What a follow-up command names: the recording or log this was read from (instant), else the
+    program as given (a live run: the recording it saves is named at the end of the output)."""
+    m = ex.model
+    source = m.recording.source if m.recording is not None else ""
+    return source if m.source_kind != "live" and source else m.target
+
+
+def render_findings(ex: Explanation, console: Console, view: str = "explain") -> None:
+    """The run's findings, one line each, before any detail: the breaks (detailed below), the
+    recompiles and the frames Dynamo gave up on, each with what shows it."""
+    target = shlex.quote(followup_target(ex))
+    if ex.sites:
+        line = Text(
+            f"{ex.unique_graph_break_count} distinct graph break{'s' if len(ex.sites) != 1 else ''} "
+            f"({ex.graph_break_count} event{'s' if ex.graph_break_count != 1 else ''}): below, worst first",
+            style="bad",
+        )
+        console.print(Wrapped(line, prose=True, hang=2))
+    elif not failure(ex.model):
+        console.print(no_breaks_verdict(ex))
+    if ex.recompiles:
+        frames = list(
+            dict.fromkeys(ex.frame_name(r.compile_id) for r in ex.recompiles if r.compile_id in ex.compiles)
+        )
+        line = Text(f"{len(ex.recompiles)} recompile{'s' if len(ex.recompiles) != 1 else ''}", style="warn")
+        if frames:
+            line.append(f" of {clean(', '.join(frames))}")
+        line.append(": which guard failed on which call: ", style="muted")
+        line.append(clean(f"tcx recompiles {target}"), style="loc")
+        console.print(Wrapped(line, prose=True, hang=2))
+    if ex.failed_frames:
+        n = len(ex.failed_frames)
+        line = Text(f"{n} frame{'s' if n != 1 else ''} Dynamo gave up on", style="bad")
+        line.append(" (they run in eager Python): ", style="muted")
+        names = dict.fromkeys(ex.frame_name(f.compile_id, f.function) for f in ex.failed_frames)
+        line.append(clean(", ".join(names)))
+        line.append("; why, below", style="muted")
+        console.print(Wrapped(line, prose=True, hang=2))
+    if ex.restarts:
+        n = len(ex.restarts)
+        line = Text(f"{n} restart{'s' if n != 1 else ''}", style="muted")
+        line.append(" (attempts torch threw away and traced again): one line each at the end", style="muted")
+        console.print(Wrapped(line, prose=True, hang=2))
+    console.print()
+
+
+def render_restarts(ex: Explanation, console: Console) -> None:
+    """Restarts after the findings, one line each: a reason already given is named by the restart
+    that gave it, not repeated."""
+    if not ex.restarts:
+        return
+    console.print()
+    first: dict[str, str] = {}  # reason -> the compile id that gave it
+    for r in ex.restarts:
+        comp = ex.compiles.get(r.compile_id)
+        name = ex.frame_name(r.compile_id) if comp else "?"
+        counted = f"; its {r.graphs} graph(s) are in the graph count" if r.graphs else ""
+        head = Text(f"restarted {clean(r.compile_id)} {clean(name)}", style="warn")
+        head.append(f" (attempt {r.attempt} thrown away{counted}): ", style="muted")
+        seen = first.setdefault(r.reason, r.compile_id)
+        reason = Text(clean(r.reason)) if seen == r.compile_id else Text(f"as {clean(seen)}", style="muted")
+        console.print(Wrapped(head + reason, prose=True, hang=2))
 
 
 def no_breaks_verdict(ex: Explanation) -> Text:
@@ -51,15 +118,7 @@ def no_breaks_verdict(ex: Explanation) -> Text:
 
 
 def render_sites(ex: Explanation, console: Console, max_stack: int) -> None:
-    n = len(ex.sites)
-    console.print(
-        Text(
-            f"{n} distinct graph break{'s' if n != 1 else ''} "
-            f"({ex.graph_break_count} event{'s' if ex.graph_break_count != 1 else ''}), "
-            "worst first",
-            style="title",
-        )
-    )
+    console.print(Text("Graph breaks, worst first", style="title"))
     for rank, site in enumerate(ex.sites, start=1):
         console.print()
         render_site(rank, site, ex, console, max_stack=max_stack)
@@ -84,15 +143,13 @@ def render_header(ex: Explanation, console: Console, view: str = "explain") -> N
         line.append("  ")
     console.print(line)
     if ex.frames_compiled:
-        frames = Text("frames compiled: ", style="muted") + Text(clean(", ".join(ex.frames_compiled)))
+        named = dict.fromkeys(
+            ex.frame_name(cid) for cid, c in ex.compiles.items() if not c.is_resume and not c.failed
+        )
+        frames = Text("frames compiled: ", style="muted") + Text(
+            clean(", ".join(named or ex.frames_compiled))
+        )
         console.print(Wrapped(frames, prose=True, hang=2))
-    for r in ex.restarts:
-        comp = ex.compiles.get(r.compile_id)
-        name = comp.display_name if comp else "?"
-        counted = f"; its {r.graphs} graph(s) are in the graph count" if r.graphs else ""
-        head = Text(f"restarted {clean(r.compile_id)} {clean(name)}", style="warn")
-        head.append(f" (attempt {r.attempt} thrown away{counted}): ", style="muted")
-        console.print(Wrapped(head + Text(clean(r.reason)), prose=True, hang=2))
     warnings = m.status.warnings  # graph breaks left out: explained below
     for message in warnings[:3]:
         console.print(Text(f"torch warned: {clean(message)}", style="warn"))
@@ -107,7 +164,7 @@ def render_header(ex: Explanation, console: Console, view: str = "explain") -> N
     console.print()
 
 
-def render_failed_frames(frames: list[FailedFrame], console: Console) -> None:
+def render_failed_frames(frames: list[FailedFrame], console: Console, ex: Explanation | None = None) -> None:
     console.print(
         Text(
             f"{len(frames)} frame(s) Dynamo gave up on entirely (they run in eager Python):",
@@ -116,7 +173,7 @@ def render_failed_frames(frames: list[FailedFrame], console: Console) -> None:
     )
     for f in frames:
         t = Text("  • ")
-        t.append(clean(f.function), style="title")
+        t.append(clean(ex.frame_name(f.compile_id, f.function) if ex else f.function), style="title")
         t.append(f"  {location(f.file, f.line)}", style="loc")
         t.append(f"  compile {clean(f.compile_id)}: ", style="muted")
         t.append(clean(f.kind))

@@ -10,6 +10,7 @@ from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.export_issues import ExportIssue
 from tcx.core.model.exports import ExportRun
 from tcx.core.views.export import ExportView
+from tcx.renderers.code_block import Wrapped
 from tcx.renderers.header import location, short_path, view_header
 from tcx.renderers.safe import clean
 from tcx.renderers.source import excerpt
@@ -200,7 +201,7 @@ def render_signature(run: ExportRun, console: Console) -> None:
                 extra.append("not persistent")
             if any(extra):
                 line.append("  " + " · ".join(e for e in extra if e), style="muted")
-            console.print(line)
+            console.print(Wrapped(line, prose=True, hang=15))  # a continuation under the name, not at 0
     for dim in sig["dynamic_dims"]:
         console.print(
             Text(

@@ -8,6 +8,7 @@ reason. A line wider than the console wraps with ↪ (renderers/code_block.Wrapp
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from rich.console import Console
@@ -72,7 +73,7 @@ def _render_graph(g: GraphFusion, console: Console) -> None:
         fused = Text("  fused: ", style="good")
         fused.append(clean(", ".join(f"{a}+{b}" for a, b in g.fused_pairs)))
         console.print(Wrapped(fused, prose=True, hang=4))
-    _render_rejected(g.rejected, console)
+    _render_rejected(g, one_file is not None, console)
     console.print()
 
 
@@ -120,15 +121,63 @@ def _group_line(grp: Group) -> Text:
     return line
 
 
-def _render_rejected(rejected: list[dict[str, Any]], console: Console) -> None:
-    """Pairs Inductor considered and did not fuse, one line per reason (torch's WhyNoFuse text)."""
-    by_reason: dict[str, list[str]] = {}
-    for r in rejected:
-        pair = f"{r['node1']}+{r['node2']}" + (f" ×{r['count']}" if r["count"] > 1 else "")
-        by_reason.setdefault(str(r.get("reason")), []).append(pair)
-    for reason, pairs in by_reason.items():
+SIDES_SHOWN = 6  # pairs of lines shown per reason a pair was not fused
+PAIRS_NAMED = 3  # node pairs named per pair of lines
+
+
+def _render_rejected(g: GraphFusion, one_file: bool, console: Console) -> None:
+    """Pairs Inductor considered and did not fuse, per reason (torch's WhyNoFuse text), grouped by
+    the user's lines of the two sides: which of your lines would have shared a kernel."""
+    lines_of = _user_lines(g, one_file)
+    by_reason: dict[str, list[dict[str, Any]]] = {}
+    for r in g.rejected:
+        by_reason.setdefault(str(r.get("reason")), []).append(r)
+    for reason, rejected in by_reason.items():
         line = Text("  not fused", style="warn")
-        line.append(f" ({len(pairs)} pair{'s' if len(pairs) != 1 else ''}): ", style="muted")
+        line.append(f" ({len(rejected)} pair{'s' if len(rejected) != 1 else ''}): ", style="muted")
         line.append(clean(reason))
-        line.append(f": {clean(', '.join(pairs))}", style="count")
         console.print(Wrapped(line, prose=True, hang=4))
+        sides: dict[tuple[str, str], list[str]] = {}
+        for r in rejected:
+            key = (lines_of(r["node1"]), lines_of(r["node2"]))
+            sides.setdefault(key, []).append(f"{r['node1']}+{r['node2']}")
+        ranked = sorted(sides.items(), key=lambda kv: -len(kv[1]))
+        for (a, b), pairs in ranked[:SIDES_SHOWN]:
+            row = Text(" " * INDENT)
+            row.append(clean(a), style="loc")
+            row.append(" + ", style="muted")
+            row.append(clean(b), style="loc")
+            named = ", ".join(pairs[:PAIRS_NAMED])
+            more = f" and {len(pairs) - PAIRS_NAMED} more" if len(pairs) > PAIRS_NAMED else ""
+            row.append(
+                f"  {len(pairs)} pair{'s' if len(pairs) != 1 else ''}: {clean(named)}{more}", style="muted"
+            )
+            console.print(Wrapped(row, prose=True, hang=DETAIL))
+        if len(ranked) > SIDES_SHOWN:
+            rest = sum(len(p) for _, p in ranked[SIDES_SHOWN:])
+            console.print(
+                Text(
+                    f"{' ' * INDENT}and {len(ranked) - SIDES_SHOWN} more pairs of lines ({rest} node pairs; "
+                    "--format json lists every pair)",
+                    style="muted",
+                )
+            )
+
+
+def _user_lines(g: GraphFusion, one_file: bool) -> Callable[[str], str]:
+    """A node's (or fused group's) lines of the user's, as `line 46` (`file.py:46` across files)."""
+    by_node: dict[str, list[str]] = {}
+    for n in g.nodes:
+        seen = {(u.get("file"), u.get("line")) for u in n.get("user_lines") or []}
+        by_node[str(n.get("name"))] = [
+            f"{line}" if one_file else f"{short_path(file)}:{line}" for file, line in sorted(seen, key=str)
+        ]
+
+    def lines(name: str) -> str:
+        parts = [p for p in name.split("_") if p in by_node] or [name]
+        found = list(dict.fromkeys(x for p in parts for x in by_node.get(p, [])))
+        if not found:
+            return f"{name} (no line of yours)"
+        return ("line " if one_file and len(found) == 1 else "lines " if one_file else "") + ", ".join(found)
+
+    return lines

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -71,8 +72,49 @@ def render_graphs(view: GraphsView, console: Console, show: Sequence[str] = ()) 
             if shown:
                 reference(console, shown)
             else:
-                print_code(console, text.rstrip(), "python", title=label)
+                print_code(console, folded_signature(text.rstrip()), "python", title=label)
         console.print()
+
+
+SIGNATURE_FOLD_ABOVE = 120  # characters: a longer `def forward(...)` line gets one parameter a line
+_SIGNATURE = re.compile(
+    r"^(?P<indent>[ \t]*)def (?P<name>\w+)\((?P<params>.*)\)(?P<tail>(?: -> [^:]+)?:)$", re.M
+)
+
+
+def folded_signature(text: str) -> str:
+    """A graph's `def forward(self, L_idx_: "i64[4, 16][16, 1]cpu", ...)` line, thousands of
+    characters on a real model, with one parameter a line (the graph's text is otherwise as torch
+    printed it; --format json keeps it whole)."""
+
+    def fold(m: re.Match[str]) -> str:
+        if len(m.group(0)) <= SIGNATURE_FOLD_ABOVE:
+            return m.group(0)
+        indent = m.group("indent")
+        params = _split_params(m.group("params"))
+        inner = ",\n".join(f"{indent}    {p}" for p in params)
+        return f"{indent}def {m.group('name')}(\n{inner},\n{indent}){m.group('tail')}"
+
+    return _SIGNATURE.sub(fold, text, count=1)
+
+
+def _split_params(params: str) -> list[str]:
+    """Top-level comma-separated parameters (commas inside quotes or brackets stay)."""
+    out, depth, quote, start = [], 0, "", 0
+    for i, c in enumerate(params):
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"":
+            quote = c
+        elif c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            out.append(params[start:i].strip())
+            start = i + 1
+    out.append(params[start:].strip())
+    return [p for p in out if p]
 
 
 SAVED_COLUMNS = ("saved for backward", "shape", "dtype", "bytes", "extra", "produced by")

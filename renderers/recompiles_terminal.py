@@ -11,6 +11,7 @@ from tcx.core.model.failure import failure
 from tcx.core.views.recompiles import Call, Entry, FailedGuard, RecompileReport, WhatIf
 from tcx.renderers.code_block import Wrapped
 from tcx.renderers.failure import render_failure, render_failure_notice
+from tcx.renderers.guard_text import dotted
 from tcx.renderers.header import view_header
 from tcx.renderers.safe import clean
 
@@ -123,7 +124,7 @@ def _arg_text(a: dict) -> str:
 
 
 def _guard_text(g: FailedGuard) -> str:
-    text = f"{g.entry}: {g.guard}"
+    text = f"{g.entry}: {dotted(g.guard)}"
     if g.kind in ("dynamic_shape", "global", "closure", "attribute", "value", "int") and g.actual is not None:
         text += f"   (actual {g.actual})"
     return text
@@ -227,11 +228,32 @@ def _entry(e: Entry, console: Console, full: bool) -> None:
     elif not served and e.created_by is not None and e.hits_not_listed == 0:
         head.append(" · never hit again", style="muted")
     console.print(head)
+    # module paths dotted (`self.h.0.weight`); --all prints every line as torch wrote it
+    show = (lambda text: text) if full else dotted
+    lines = [show(line) for line in e.summary()]
     if e.differs_from:
-        what = "; ".join(e.differences) if e.differences else "nothing in the guards listed here"
-        differs = Text(f"        differs from [{clean(e.differs_from)}]: {clean(what)}", style="warn")
-        console.print(Wrapped(differs, prose=True, hang=10))
-    lines = e.summary()
+        # what differs, one line each; the rest is the same as there: counted, listed with --all
+        differences = [show(d) for d in e.differences]
+        head = f"        differs from [{clean(e.differs_from)}]"
+        if len(differences) == 1:
+            console.print(Wrapped(Text(f"{head}: {clean(differences[0])}", style="warn"), hang=10))
+        elif differences:
+            console.print(Text(f"{head}:", style="warn"))
+            for d in differences:
+                console.print(Wrapped(Text(f"          {clean(d)}", style="warn"), hang=12))
+        else:
+            console.print(Wrapped(Text(f"{head} in none of the guards listed here", style="warn"), hang=10))
+        if not full:
+            same = [line for line in lines if not any(line in d for d in differences)]
+            if same:
+                console.print(
+                    Text(
+                        f"        and {len(same)} guard line{'s' if len(same) != 1 else ''} as in "
+                        f"[{clean(e.differs_from)}] (--all shows every line)",
+                        "muted",
+                    )
+                )
+            return
     for line in lines if full else lines[:ENTRY_LINES]:
         console.print(Wrapped(Text(f"        {clean(line)}", style="muted"), hang=10))
     if not full and len(lines) > ENTRY_LINES:

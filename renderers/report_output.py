@@ -1,8 +1,10 @@
 """`tcx report` output: the terminal, one self-contained HTML file, or Markdown for a PR comment.
 
-Every view renders through its own terminal renderer; HTML and Markdown capture that
-output (rich escapes it for HTML; Markdown puts it in fences), so the three formats show
-the same facts and need nothing but a browser or a Markdown viewer to read.
+The terminal prints the overview (renderers/report_overview.py) and, with --full, every view
+through its own terminal renderer. The HTML page (renderers/report_page.py) builds the overview,
+the breaks, graphs and kernels from the typed results and folds the other views' text, captured
+here whole-lined (rich escapes it); Markdown puts the views' text in fences. The formats show the
+same facts and need nothing but a browser or a Markdown viewer to read.
 """
 
 from __future__ import annotations
@@ -25,7 +27,15 @@ from tcx.core.views.report import Report
 from tcx.renderers.code_block import FoldingConsole, Wrapped, print_lines
 from tcx.renderers.console import THEME
 from tcx.renderers.explain_terminal import render_explain
-from tcx.renderers.header import location
+from tcx.renderers.header import location, view_header
+from tcx.renderers.report_overview import (
+    OVERVIEW_COLUMNS,
+    TOP_PROBLEMS,
+    compile_time_text,
+    overview_counts,
+    overview_rows,
+    view_command,
+)
 from tcx.renderers.safe import SafeConsole, clean
 from tcx.renderers.safe import markdown_text as _md
 
@@ -41,8 +51,11 @@ def _sections(report: Report) -> list[tuple[str, str, Callable[[Console], None]]
     out: list[tuple[str, str, Callable[[Console], None]]] = [
         ("overview", "Overview", lambda c: render_overview(report, c)),
     ]
+    empty = {g.name for g in report.guide if g.empty}
     for spec in report_views():
         anchor, title = spec.name, str(spec.report_title)
+        if anchor in empty:  # a section that would only say there is nothing to show
+            continue
         if anchor == "explain":
             out.append((anchor, title, lambda c: render_explain(report.explanation, c)))
             continue
@@ -66,90 +79,34 @@ def _render_view(report: Report, name: str, render: Callable[..., None], console
     console.print(Text(clean(why), style="warn"))
 
 
-def render_text(report: Report, console: Console) -> None:
-    """The terminal: the overview, then every view's section (a `render(result, console)` as the
-    registry's other renderers are)."""
-    for _anchor, title, render in _sections(report):
+def render_text(report: Report, console: Console, *, full: bool = False, target: str | None = None) -> None:
+    """The terminal: the overview, which maps every section with the command that prints it; with
+    `full`, every view's section after it (a `render(result, console)` as the registry's others)."""
+    sections = _sections(report)
+    for n, (_anchor, title, render) in enumerate(sections if full else sections[:1]):
         console.print(Rule(Text(title, style="title")))
-        render(console)
+        if n == 0:
+            render_overview(report, console, target=target, full=full)
+        else:
+            render(console)
         console.print()
 
 
-# --- the overview: one source for every format ------------------------------------------------
-
-OVERVIEW_COLUMNS = (
-    "compile",
-    "frame",
-    "Dynamo instr/nodes/breaks",
-    "AOT fw/bw ops, saved",
-    "Inductor kernels/extern",
-    "guards",
-    "recompiled",
-    "compile s",
-)
-TOP_PROBLEMS = 10
-
-
-def overview_counts(report: Report) -> list[tuple[str, int]]:
-    """The run's counts, as torch counts them (the text, HTML and Markdown overviews print these)."""
-    ex = report.explanation
-    return [
-        ("graphs", ex.graph_count),
-        ("compiles", ex.compile_count),
-        ("recompiles", ex.recompile_count),
-        ("graph breaks", ex.graph_break_count),
-        ("distinct breaks", ex.unique_graph_break_count),
-        ("failed frames", ex.failed_frame_count),
-        ("kernels", sum(row.kernels for row in report.pipeline)),
-    ]
-
-
-def overview_rows(report: Report) -> list[tuple[str, ...]]:
-    """One row of OVERVIEW_COLUMNS per compile: each stage's numbers, as every format prints them."""
-    rows = []
-    for row in report.pipeline:
-        a = row.aot
-        if a.forward_ops is None and a.inference_ops is None:
-            aot = "-"
-        elif a.inference_ops is not None:
-            aot = f"{a.inference_ops} inference"
-        else:
-            aot = f"{a.forward_ops}/{_dash(a.backward_ops)}, {_kib(a.saved_bytes)}"
-        time_s = row.compile_time_s
-        rows.append(
-            (
-                clean(row.compile_id),
-                clean(row.frame) + (" (failed)" if row.failed else ""),
-                f"{_dash(row.instructions)}/{_dash(row.graph_nodes)}/{row.graph_breaks}",
-                aot,
-                f"{row.kernels}/{row.extern_calls}",
-                _dash(row.guards),
-                "yes" if row.recompiled else "",
-                "-" if time_s is None else f"{time_s:.2f}",
-            )
-        )
-    return rows
-
-
-def compile_time_text(report: Report) -> str:
-    phases = ", ".join(f"{k} {v:.2f} s" for k, v in report.compile_time_s.items())
-    return f"compile time (cumulative per phase): {phases}"
-
-
-def render_overview(report: Report, console: Console) -> None:
+def render_overview(
+    report: Report, console: Console, *, target: str | None = None, full: bool = True
+) -> None:
+    """The counts, the top problems ranked, one row per compile, and a map of the sections: what
+    each shows for this run and the command that prints it (`full`: the sections follow)."""
     m = report.model
-    head = Text("tcx report ", style="title")
-    head.append(clean(m.target), style="loc")
-    if report.selection.function:
-        head.append(f"  (frames of {clean(report.selection.function)} and what it calls)", style="muted")
-    head.append(f"  torch {clean(m.torch_version or '?')}", style="muted")
-    console.print(Wrapped(head, prose=True))
+    view_header("report", m, console, function=report.selection.function)  # with how it ran
     counts = Text()
     for label, value in overview_counts(report):
         counts.append(f"{label} ", style="muted")
         counts.append(str(value), style="count")
         counts.append("  ")
     console.print(Wrapped(counts, prose=True))
+    _render_problems(report, console)
+    console.print()
     rows = overview_rows(report)
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(OVERVIEW_COLUMNS)]
     lines = [
@@ -160,9 +117,15 @@ def render_overview(report: Report, console: Console) -> None:
         for n, (cell, width) in enumerate(zip(cells, widths, strict=True)):
             line.append(("  " if n else "") + cell.ljust(width), style="bad" if row.failed and n == 1 else "")
         lines.append(line)
+    console.print(Text("Per compile:", style="title"))
     print_lines(console, lines)  # one row per compile, never cut: whole in a pipe, ↪ on a terminal
-    if report.compile_time_s:
+    if report.compile_time_s or report.pipeline:
         console.print(Wrapped(Text(compile_time_text(report), style="muted"), prose=True))
+    console.print()
+    _render_guide(report, console, target or m.target, full)
+
+
+def _render_problems(report: Report, console: Console) -> None:
     if not report.problems:
         console.print(Text("No problems found: no graph breaks, recompiles or failed frames.", style="good"))
         return
@@ -177,15 +140,30 @@ def render_overview(report: Report, console: Console) -> None:
             console.print(Wrapped(Text(f"       {clean(p.detail)}", style="muted"), prose=True, hang=7))
     if len(report.problems) > TOP_PROBLEMS:
         more = len(report.problems) - TOP_PROBLEMS
-        console.print(Text(f"  and {more} more (the sections below, or --format json)", style="muted"))
+        tail = f"  and {more} more (tcx explain lists every break, or --format json)"
+        console.print(Text(tail, style="muted"))
 
 
-def _dash(value: object) -> str:
-    return "-" if value is None else str(value)
-
-
-def _kib(n: int | None) -> str:
-    return "-" if n is None else f"{n / 1024:.1f} KiB"
+def _render_guide(report: Report, console: Console, target: str, full: bool) -> None:
+    """One line per section: what it shows for this run, about how long, and its command."""
+    guide = [g for g in report.guide if not g.empty]
+    if not guide:
+        return
+    intro = "The sections below, one line each:" if full else "What each view shows, and its command:"
+    console.print(Text(intro, style="title"))
+    title_w = max(len(g.title) for g in guide)
+    for g in guide:
+        line = Text(f"  {g.title.ljust(title_w)}  ", style="title")
+        line.append(clean(g.shows), style="warn" if g.name in report.failures else "")
+        if g.lines:
+            line.append(f"  (~{g.lines:,} lines)", style="muted")
+        console.print(Wrapped(line, prose=True, hang=title_w + 4))
+        command = Text(f"  {' ' * title_w}  {clean(view_command(g.name, target))}", style="loc")
+        console.print(Wrapped(command, hang=title_w + 4))
+    if not full:
+        console.print(
+            Text(f"Every view, whole: {clean(view_command('report', target))} --full", style="muted")
+        )
 
 
 _CAPTURE_OPTIONS: dict = dict(
@@ -210,7 +188,7 @@ def _capture(render: Callable[[Console], None], *, color: bool, nonce: str | Non
         "color_system": "truecolor" if color else None,
         "no_color": not color,
     }
-    console = FoldingConsole(nonce=nonce, **options) if nonce else SafeConsole(**options)
+    console = FoldingConsole(nonce=nonce, whole_lines=True, **options) if nonce else SafeConsole(**options)
     render(console)
     return console
 
@@ -235,54 +213,26 @@ def _unfold(body: str, console: FoldingConsole, stored: dict[str, str]) -> str:
     return pattern.sub(fold, body)
 
 
-PAGE_HEAD = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<title>{title}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 0; display: flex; background: #111; color: #ddd; }}
-nav {{ position: sticky; top: 0; align-self: flex-start; padding: 1rem; min-width: 11rem; }}
-nav a {{ display: block; color: #8ab4f8; text-decoration: none; padding: .15rem 0; }}
-main {{ padding: 1rem 2rem; overflow-x: auto; }}
-h1 {{ font-size: 1.3rem; }} h2 {{ font-size: 1.1rem; border-bottom: 1px solid #444; }}
-pre {{ font-family: ui-monospace, Menlo, Consolas, monospace; font-size: 12px; line-height: 1.35; }}
-details {{ margin: .2rem 0 .2rem 2rem; }} summary {{ cursor: pointer; color: #8ab4f8; font-size: 12px; }}
-pre.code {{ margin: .3rem 0; padding: .4rem; background: #1b1b1b; }}
-p.same {{ margin: .2rem 0 .2rem 2rem; font-size: 12px; }}
-</style></head>
-<body><nav>{toc}</nav><main><h1>{title}</h1>
-"""
-PAGE_TAIL = (
-    "<p><small>written by tcx {version}; every number comes from torch itself during the recorded run"
-    "</small></p>\n</main></body></html>\n"
-)
+def report_html(report: Report, *, target: str | None = None) -> Iterator[str]:
+    """One self-contained page (renderers/report_page.py), written as it is made."""
+    from tcx.renderers.report_page import report_page
+
+    stored: dict[str, str] = {}  # digest of a code text -> the id of its one copy on the page
+    captured = captured_sections(report, stored, secrets.token_hex(6))
+    return report_page(report, captured, stored, target=target)
 
 
-def report_html(report: Report) -> Iterator[str]:
-    """One self-contained page: no scripts, no network; rich escapes every piece of text. Code and
-    graphs are folded (`<details>`), and a text printed again is stored once and linked to.
-
-    The page is made as it is written, print by print: a report of a 1 GB log takes about the
-    memory of its run, not of its page (hundreds of MB) and every section's rich segments."""
-    from tcx import __version__
-
-    sections = _sections(report)
-    toc = [f'<a href="#{anchor}">{html.escape(title)}</a>' for anchor, title, _ in sections]
-    if report.cost is not None:  # a `tcx cost` recording: its chart (inline SVG) after the overview
-        toc.insert(1, '<a href="#cost">Cost per call</a>')
-    title = html.escape(f"tcx report: {clean(report.model.target)}")
-    yield PAGE_HEAD.format(title=title, toc="\n".join(toc))
-    nonce = secrets.token_hex(6)  # placeholders no text from the run can spell
-    stored: dict[str, str] = {}  # digest of a code block -> the anchor of its one copy
-    for i, (anchor, title, render) in enumerate(sections):
-        yield f'<section id="{anchor}"><h2>{html.escape(title)}</h2><pre>'
-        yield from _streamed(render, nonce, stored)
-        yield "</pre></section>\n"
-        if i == 0 and report.cost is not None:
-            from tcx.renderers.cost_svg import cost_section_html
-
-            yield cost_section_html(report.cost) + "\n"
-    yield PAGE_TAIL.format(version=__version__)
+def captured_sections(
+    report: Report, stored: dict[str, str], nonce: str
+) -> dict[str, Callable[[], Iterator[str]]]:
+    """Section name -> its view's text as HTML, made when called: whole lines (the browser wraps
+    them), code folded and a text already on the page (`stored`) linked to. Explain is left out:
+    the page builds that section from its results."""
+    return {
+        anchor: functools.partial(_streamed, render, nonce, stored)
+        for anchor, _title, render in _sections(report)[1:]
+        if anchor != "explain"
+    }
 
 
 class _HtmlConsole(FoldingConsole):
@@ -314,7 +264,9 @@ def _streamed(render: Callable[[Console], None], nonce: str, stored: dict[str, s
 
     def work() -> None:
         try:
-            console = _HtmlConsole(chunks.put, stored, nonce=nonce, **_CAPTURE_OPTIONS, file=io.StringIO())
+            console = _HtmlConsole(
+                chunks.put, stored, nonce=nonce, whole_lines=True, **_CAPTURE_OPTIONS, file=io.StringIO()
+            )
             render(console)
             console.hand_on()
             chunks.put(_DONE)

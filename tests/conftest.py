@@ -294,6 +294,7 @@ RECORDED_PROGRAMS: dict[str, tuple[str, ...]] = {
     "seed_f": ("fixtures/programs/seed_f.py:f", "--call", "128x32:grad,32x64:grad,64:grad"),
     "train_step": ("fixtures/programs/train_step.py:step",),
     "tiny_llama": ("fixtures/programs/models/tiny_llama.py",),
+    "nano_train_eval": ("fixtures/programs/models/nano_train_eval.py",),
 }
 
 

@@ -264,7 +264,8 @@ def test_hostile_text_in_every_recording_field_reaches_no_output_raw(tmp_path, v
     # (rich drops BEL from text it is given before the console escapes the rest: compared without it)
     shown = clean(HOSTILE).replace("\\x07", "")
     report = {
-        fmt: flattened(outputs[f"report {fmt}"]).replace("\\x07", "") for fmt in ("text", "--full markdown")
+        fmt: flattened(outputs[f"report {fmt}"]).replace("\\x07", "")
+        for fmt in ("--full text", "--full markdown")
     }
     if variant == "prefix":
         for fmt, flat in report.items():

@@ -181,7 +181,7 @@ def test_explain_text(explanation):
     out = render_text(explanation)
     assert "\x1b" not in out
     assert "graphs 3  compiles 3  recompiles 1  graph breaks 3  distinct 2  failed frames 0" in out
-    assert "2 distinct graph breaks (3 events), worst first" in out
+    assert "2 distinct graph breaks (3 events): below, worst first" in out
     assert out.index("#1 Data-dependent branching  GB0170  ×2") < out.index(
         "#2 Failed to trace builtin operator  GB0059  ×1"
     )

@@ -43,12 +43,14 @@ def test_report_json_composes_every_view(llama):
 def test_report_terminal_and_markdown(llama):
     save, _, _ = llama
     text = run_tcx("report", str(save)).stdout
-    for title in ("Overview", *TITLES):
-        assert title in text
+    for title in ("Overview", *TITLES):  # the overview names each section (none for Export: no export ran)
+        assert (title in text) == (title != "Export"), title
     assert "Top problems, worst first" in text
     md = run_tcx("report", str(save), "--format", "markdown", "--full").stdout
     assert md.startswith("## tcx report:")
-    assert md.count("<details>") == md.count("</details>") == len(SECTIONS) - 1  # --full: every view
+    # --full: every view but Export (this program never exports: an empty section is left out)
+    assert md.count("<details>") == md.count("</details>") == len(SECTIONS) - 2
+    assert "Export" not in text
     fences = re.findall(r"^(`{3,})(?:text)?$", md, re.M)
     assert len(fences) % 2 == 0 and fences  # every fenced block is closed
     assert "| compile | frame |" in md
@@ -64,7 +66,7 @@ def test_report_html_renders_in_a_headless_browser(llama):
     assert "<script" not in source.lower()
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", source)  # nothing fetched from a network
     for anchor in SECTIONS:
-        assert f'id="{anchor}"' in source
+        assert (f'id="{anchor}"' in source) == (anchor != "export")  # this program never exports
     browser = tool("chromium", "a headless browser: Debian's chromium")
     flags = [
         "--headless",
@@ -130,6 +132,8 @@ def test_a_view_that_breaks_says_so_in_its_section_and_the_report_goes_on(monkey
     page = "".join(report_html(rep))
     assert "guards view could not be rendered: ValueError: a tree torch never wrote" in page
     assert "codegen view could not be built: ValueError: a tree torch never wrote" in page
-    assert page.count("<section") == len(SECTIONS) and "graph break" in page.lower()
+    shown = ["overview", *(g.name for g in rep.guide if not g.empty)]  # a log that never exports: no Export
+    assert "export" not in shown and len(shown) == len(SECTIONS) - 1
+    assert page.count("<section") == len(shown) and "graph break" in page.lower()
     assert set(rep.failures) == {"guards", "codegen"}
     assert rep.docs["codegen"] == {"unavailable": rep.failures["codegen"]}

@@ -71,6 +71,9 @@ def every_output(
             for fmt in wanted:
                 written = functools.partial(_write, write, view, result, fmt)
                 out[f"{view.name} {fmt}"] = _text(written, width)
+            if view.name == "report" and "text" in wanted:  # every view after the overview
+                whole = functools.partial(_write, write, view, report, "text", params={"full": True})
+                out["report --full text"] = _text(whole, width)
             if view.name == "report" and "markdown" in wanted:  # every view whole, not PR-sized
                 whole = functools.partial(_write, write, view, report, "markdown", params={"full": True})
                 out["report --full markdown"] = _text(whole, width)

@@ -15,6 +15,7 @@ from tcx.core.model import Compile, Frame, GraphBreak, Recompile, RunModel, resu
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.names import parse_resume, resume_name
 from tcx.core.views.envelope import envelope
+from tcx.core.views.frame_names import decorated_names, frame_name
 
 if TYPE_CHECKING:
     from tcx.core.views.ranks import Divergence, RankSummary
@@ -69,6 +70,13 @@ class Explanation:
     failed_frames: list[FailedFrame]
     frames_compiled: list[str]
     restarts: list[Restart] = field(default_factory=list)  # attempts torch threw away, with torch's reason
+    # compile id -> the method a decorator's frame wraps, from its guards (core/views/frame_names.py)
+    frame_names: dict[str, str] = field(default_factory=dict)
+
+    def frame_name(self, compile_id: str | None, fallback: str = "?") -> str:
+        """A compile's frame as the user knows it: the method its decorator wraps, when known."""
+        comp = self.model.compiles.get(compile_id or "")
+        return frame_name(comp, self.frame_names, fallback)
 
     @property
     def graph_count(self) -> int:
@@ -140,6 +148,7 @@ def explain(model: RunModel, selection: Selection | None = None) -> Explanation:
         failed_frames=failed,
         frames_compiled=names,
         restarts=[r for r in restarts(model) if r.compile_id in compiles],
+        frame_names=decorated_names(model),
     )
 
 
@@ -295,6 +304,7 @@ def to_json(ex: Explanation) -> dict[str, Any]:
         "recompile_count": ex.recompile_count,
         "failed_frame_count": ex.failed_frame_count,
         "frames_compiled": ex.frames_compiled,
+        "frame_names": ex.frame_names,
         "restarts": [r.to_json() for r in ex.restarts],
         "graph_breaks": [_site_json(s) for s in ex.sites],
         "failed_frames": [vars(f) for f in ex.failed_frames],

@@ -33,6 +33,14 @@ STATE_KINDS = {
     "LAMBDA_GUARD",
 }
 IDENTITY_KINDS = {"ID_MATCH", "MODULE_MATCH", "BUILTIN_MATCH", "CLASS_MATCH", "NN_MODULE", "FUNCTION_MATCH"}
+# Guards torch adds to any nn.Module or import, whatever the program does: its bookkeeping, folded
+# into one line by the text view (`--all-text` prints each). What each says, by kind.
+INTERNAL_KINDS = {
+    "EMPTY_NN_MODULE_HOOKS_DICT": "a module's hook dicts are empty",
+    "NOT_PRESENT_IN_GENERIC_DICT": "a module attribute is not shadowed in its instance dict",
+}
+_MODULE_DICT = re.compile(r"\.(?:_modules|_parameters|_buffers|__dict__)$")
+_DYNAMIC_MARKING = re.compile(r"hasattr\(.*'_dynamo_\w*'\)")
 ORDER = ["input tensor", "local", "closure", "module/object", "global", "global state", "symbolic shapes"]
 
 
@@ -199,6 +207,31 @@ def classify(g: Guard, tensor_sources: set[str]) -> tuple[str, str]:
             return "module/object", name
         return "local", name
     return "global", name
+
+
+def internal(g: Guard) -> str | None:
+    """What a torch-internal guard checks, or None for a guard about the program's own values:
+    module bookkeeping (hook dicts, instance dicts, the type of `_modules`), dynamic-shape marking
+    (`hasattr(x, '_dynamo_dynamic_indices') == False`) and the identity of objects reached through
+    an imported module (`G['__import_transformers...'].torch.Tensor is G[...]`)."""
+    if g.kind in INTERNAL_KINDS:
+        return INTERNAL_KINDS[g.kind]
+    body = " ".join(g.text)
+    if "DYNAMIC_MARKING" in g.kind or (g.text and all(map(dynamic_marking, g.text))):
+        return DYNAMIC_MARKING
+    if g.kind == "TYPE_MATCH" and _MODULE_DICT.search(g.source):
+        return "a module's _modules/_parameters/_buffers are dicts"
+    if g.kind in IDENTITY_KINDS and (g.source.startswith("G['__import_") or " is G[" in body):
+        return "an object reached through an imported module is the one it was"
+    return None
+
+
+DYNAMIC_MARKING = "a tensor is not marked dynamic (hasattr(..., '_dynamo_*_indices') == False)"
+
+
+def dynamic_marking(text: str) -> bool:
+    """A check that a tensor was not marked dynamic (`torch._dynamo.mark_dynamic` and kin)."""
+    return bool(_DYNAMIC_MARKING.search(text))
 
 
 def group_guards(guards: list[Guard]) -> list[Group]:

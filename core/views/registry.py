@@ -451,9 +451,9 @@ VIEWS: tuple[View, ...] = (
             Option(
                 ("--full", "full"),
                 "full",
-                "With --format markdown: every view whole (default: a PR-sized summary under 60 KB that "
-                "names the views left out and the command for each).",
-                to=("markdown",),
+                "Every view whole after the overview (default: the overview, which says what each view "
+                "shows and the command for it; with --format markdown a PR-sized summary under 60 KB).",
+                to=("markdown", "render"),
                 is_flag=True,
             ),
         ),

@@ -1,9 +1,11 @@
 """`tcx report`: the whole run at a glance, then every view — built from ONE recording.
 
 The overview gives each compiled frame's pipeline in one line (Dynamo → AOTAutograd →
-Inductor → runtime), compile time per phase, and the top problems ranked by what they
-cost; the views follow: every view of the registry (core/views/registry.py) with a report section,
-built on the same Selection. A view that cannot be built says why instead of sinking the report.
+Inductor → runtime), compile time per phase, the top problems ranked by what they cost, and a
+guide: what each view's section holds for this run and how long it is (the terminal prints the
+overview alone unless --full). The views follow: every view of the registry (core/views/registry.py)
+with a report section, built on the same Selection. A view that cannot be built says why instead of
+sinking the report.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tcx.core.selection import Selection, whole_run
 from tcx.core.views.envelope import envelope
 from tcx.core.views.explain import Explanation, explain
 from tcx.core.views.explain import to_json as explain_json
+from tcx.core.views.frame_names import frame_name
 from tcx.core.views.registry import all_captures, report_views
 from tcx.core.views.run_facts import phase_totals
 
@@ -103,6 +106,21 @@ class PipelineRow:
         }
 
 
+@dataclass(frozen=True)
+class ViewGuide:
+    """What one view's section holds for this run, in a phrase, and about how long it is: the
+    overview's map of the report (the sections themselves print with `--full`)."""
+
+    name: str
+    title: str
+    shows: str
+    lines: int | None = None  # estimated printed lines (core/views/index.py); None: not estimated
+    empty: bool = False  # nothing to show for this run (an export section of a run that never exports)
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+
 @dataclass
 class Report:
     model: RunModel
@@ -115,6 +133,7 @@ class Report:
     # view name -> why it could not be built, serialised or rendered (its section says so)
     failures: dict[str, str] = field(default_factory=dict)
     cost: Any = None  # core/views/cost.Cost when the recording holds a cost measurement (`tcx cost`)
+    guide: list[ViewGuide] = field(default_factory=list)  # one per view section, in reading order
 
     @functools.cached_property
     def docs(self) -> dict[str, dict[str, Any]]:
@@ -162,17 +181,100 @@ def build_report(model: RunModel, selection: Selection | None = None) -> Report:
     problems = _problems(ex, views.get("recompiles"))
     if cost is not None:
         _rank_by_measured_cost(problems, cost)
+    pipeline = _pipeline(model, selection, views, failures, ex.frame_names)
     return Report(
         model=model,
         selection=selection,
         explanation=ex,
         views=views,
         failures=failures,
-        pipeline=_pipeline(model, selection, views, failures),
+        pipeline=pipeline,
         problems=problems,
         compile_time_s=phase_totals(model, selection),
         cost=cost,
+        guide=_guide(model, selection, ex, views, failures, pipeline),
     )
+
+
+def _guide(
+    model: RunModel,
+    selection: Selection,
+    ex: Explanation,
+    views: dict[str, Any],
+    failures: dict[str, str],
+    pipeline: list[PipelineRow],
+) -> list[ViewGuide]:
+    """Each section's phrase, from the counts already made (nothing is parsed for it)."""
+    from tcx.core.views import index as run_index
+
+    kernels = sum(r.kernels for r in pipeline)
+    externs = sum(r.extern_calls for r in pipeline)
+    aot = sum(1 for r in pipeline if r.aot.forward_ops is not None or r.aot.inference_ops is not None)
+    guards = sum(r.guards or 0 for r in pipeline)
+    traced = [r.instructions for r in pipeline if r.instructions is not None]
+    no_inductor = "no Inductor output in this run (its backend is not Inductor, or nothing compiled)"
+    n_sites, n_recompiles = ex.unique_graph_break_count, ex.recompile_count
+    shows: dict[str, tuple[str, bool]] = {
+        "explain": (
+            (
+                f"{_n(n_sites, 'distinct graph break')} ({ex.graph_break_count} events), each at your line"
+                if n_sites
+                else "no graph breaks"
+            )
+            + (f"; {_n(ex.failed_frame_count, 'frame')} Dynamo gave up on" if ex.failed_frames else ""),
+            False,
+        ),
+        "recompiles": (
+            f"{_n(n_recompiles, 'recompile')}: which call recompiled and the guard that failed"
+            if n_recompiles
+            else "no recompiles: the cache entry of each frame served every later call",
+            False,
+        ),
+        "guards": (f"{_n(guards, 'guard')} (torch's count) over {_n(len(pipeline), 'compile')}", False),
+        "trace": (f"the {sum(traced):,} instructions Dynamo traced in {_n(len(traced), 'compile')}", False),
+        "bytecode": ("the bytecode Dynamo rewrote each frame into", False),
+        "graphs": (
+            f"{_n(ex.graph_count, 'Dynamo graph')}; AOTAutograd's graphs of {_n(aot, 'compile')}",
+            False,
+        ),
+        "fusion": (f"how Inductor fused nodes into its {kernels} kernels" if kernels else no_inductor, False),
+        "codegen": (
+            f"{_n(kernels, 'kernel')}, {_n(externs, 'extern call')}" if kernels else no_inductor,
+            False,
+        ),
+        "cache": ("compile time per phase and the compile caches' lookups", False),
+    }
+    export = views.get("export")
+    if export is not None:
+        n_exports = export.export_count
+        shows["export"] = (
+            f"{_n(n_exports, 'torch.export call')}, {export.failed_export_count} failed"
+            if n_exports or export.aoti
+            else "no torch.export call in this run",
+            not (n_exports or export.aoti or export.unavailable),
+        )
+    out = []
+    for view in report_views():
+        phrase, empty = shows.get(view.name, ("", False))
+        unavailable = getattr(views.get(view.name), "unavailable", None)
+        if view.name in failures:
+            phrase, empty = failures[view.name], False
+        elif unavailable and view.name != "export":
+            phrase = f"not available: {unavailable}"
+        lines = (
+            run_index.estimated_lines(view.name, model, selection)
+            if view.name in run_index.SHOWN_EVENTS
+            else None
+        )
+        if lines is not None and lines <= run_index.LINES_PER_COMPILE * len(selection.compile_ids):
+            lines = None  # titles and notes only: the view has no payload to show
+
+        out.append(ViewGuide(view.name, str(view.report_title), phrase, lines, empty))
+    return out
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
 
 
 def _cost(model: RunModel, selection: Selection, failures: dict[str, str]) -> Any:
@@ -211,7 +313,11 @@ def _rank_by_measured_cost(problems: list[Problem], cost: Any) -> None:
 
 
 def _pipeline(
-    model: RunModel, selection: Selection, views: dict[str, Any], failures: dict[str, str]
+    model: RunModel,
+    selection: Selection,
+    views: dict[str, Any],
+    failures: dict[str, str],
+    names: dict[str, str],
 ) -> list[PipelineRow]:
     """One line per compile: what each stage made of it (a view that could not be built: None).
     Views parse their payloads when first read, so a payload that breaks a parser does so here:
@@ -236,7 +342,7 @@ def _pipeline(
         rows.append(
             PipelineRow(
                 compile_id=cid,
-                frame=comp.display_name,
+                frame=frame_name(comp, names),
                 file=comp.co_filename,
                 line=comp.co_firstlineno,
                 failed=comp.failed,
@@ -286,7 +392,13 @@ def _problems(ex: Explanation, recompiles: RecompileReport | None) -> list[Probl
     out: list[Problem] = []
     for f in ex.failed_frames:
         out.append(
-            Problem(0, "failed frame", f"{f.function} runs in eager Python", f.kind, f"{f.file}:{f.line}")
+            Problem(
+                0,
+                "failed frame",
+                f"{ex.frame_name(f.compile_id, f.function)} runs in eager Python",
+                f.kind,
+                f"{f.file}:{f.line}",
+            )
         )
     limit = recompiles.limit if recompiles else {}
     if limit.get("hit"):
@@ -331,6 +443,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "pipeline": [row.to_json() for row in report.pipeline],
         "compile_time_s": report.compile_time_s,
         "problems": [p.to_json() for p in report.problems],
+        "guide": [g.to_json() for g in report.guide],
         "views": report.docs,
         "cost": _cost_json(report),
     }
