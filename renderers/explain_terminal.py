@@ -43,7 +43,7 @@ def followup_target(ex: Explanation) -> str:
     """What a follow-up command names: the recording or log this was read from (instant), else the
     program as given (a live run: the recording it saves is named at the end of the output)."""
     m = ex.model
-    source = m.recording.source if m.recording is not None else ""
+    source = m.source
     return source if m.source_kind != "live" and source else m.target
 
 

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 from tcx.core.analysis.remedies import LIBRARY_REMEDY, remedy_for
 from tcx.core.analysis.restarts import Restart, restarts
 from tcx.core.model import Compile, Frame, GraphBreak, Recompile, RunModel, resume_target
+from tcx.core.model.frame_names import decorated_names, frame_name
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.names import parse_resume, resume_name
 from tcx.core.views.envelope import envelope
-from tcx.core.views.frame_names import decorated_names, frame_name
 
 if TYPE_CHECKING:
     from tcx.core.views.ranks import Divergence, RankSummary

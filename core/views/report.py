@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tcx.core.model import RunModel
+from tcx.core.model.frame_names import frame_name
 from tcx.core.selection import Selection, whole_run
 from tcx.core.views.envelope import envelope
 from tcx.core.views.explain import Explanation, explain
 from tcx.core.views.explain import to_json as explain_json
-from tcx.core.views.frame_names import frame_name
 from tcx.core.views.registry import all_captures, report_views
 from tcx.core.views.run_facts import phase_totals
 

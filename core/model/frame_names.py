@@ -5,7 +5,8 @@ its `wrapper`/`wrapped_func` frame, not `LlamaForCausalLM.forward`. The name com
 Dynamo put on that frame, never from a guess: the frame holds the function it calls in a closure
 (a CLOSURE_MATCH/FUNCTION_MATCH guard on `L['func']`), the class from the TYPE_MATCH guard on its
 `self` (or `args[0]`), the method from a guard on that function's `__name__` when Dynamo read it.
-Pure and torch-free; live recordings only (a log's guard tree is not parsed for this).
+Pure and torch-free; live recordings only (a log's guard tree is not parsed for this). In the model:
+it reads the recorder's guard captures, which only core/model/ may read.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tcx.core.model import Compile, RunModel
+from tcx.core.model.facts import Compile
+from tcx.core.model.run import RunModel
 
 _HELD = re.compile(r"^L\['(\w+)'\]$")
 _SELF = ("L['self']", "L['args'][0]")
