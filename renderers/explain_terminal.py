@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 
 from rich.console import Console
@@ -44,7 +45,16 @@ def followup_target(ex: Explanation) -> str:
     program as given (a live run: the recording it saves is named at the end of the output)."""
     m = ex.model
     source = m.source
-    return source if m.source_kind != "live" and source else m.target
+    return _as_typed(source) if m.source_kind != "live" and source else m.target
+
+
+def _as_typed(path: str) -> str:
+    """A path below the current folder as the user would type it there (relative), else whole."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive
+        return path
+    return path if rel.startswith(os.pardir) else rel
 
 
 def render_findings(ex: Explanation, console: Console, view: str = "explain") -> None:
