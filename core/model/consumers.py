@@ -198,7 +198,7 @@ def _graph_break(ev: TraceEvent, typed: dict[str, Any] | None) -> GraphBreak:
         typed_stack = [
             Frame(str(f.get("file")), f.get("line"), str(f.get("name")), f.get("code") or "")
             for f in typed.get("user_stack") or []
-            if isinstance(f, dict)
+            if isinstance(f, dict) and not is_recorder_frame(str(f.get("file")))
         ]
         if typed_stack:
             stack = typed_stack
