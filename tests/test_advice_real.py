@@ -70,3 +70,33 @@ def test_allow_empty_passes_a_run_that_compiled_nothing_and_says_so() -> None:
     out = " ".join(proc.stdout.split())
     assert "ok Nothing was compiled" in out and "(allowed by --allow-empty)" in out
     assert out.rstrip().endswith("check passed")
+
+
+NANO = str(PROGRAMS / "models" / "nano_train_eval.py")
+
+
+def nano_recording() -> tuple[str, object]:
+    """nanoGPT-style train and eval of one compiled model (eager backend), with torch's log of the run."""
+    run = shared_run("recompiles", NANO, "--backend", "eager", "--format", "json", save=True, trace=True).ok()
+    return str(run.recording), run.torch_trace
+
+
+def test_the_grad_mode_recompile_is_listed_as_expected_never_as_a_top_problem() -> None:
+    from conftest import read_torch_trace
+
+    recording, trace = nano_recording()
+    assert read_torch_trace(trace).recompiles == 1  # torch: train and eval, one recompile
+    proc = run_tcx("report", recording, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["views"]["explain"]["recompile_count"] == 1
+    assert [p for p in doc["problems"] if p["kind"] == "recompiles"] == []
+    [expected] = doc["expected"]
+    assert expected["title"] == "forward recompiled (0/1)" and expected["detail"].startswith("grad mode")
+
+    text = " ".join(run_tcx("report", recording, "--format", "text").stdout.split())
+    assert "Top problems" not in text
+    assert "Expected, not a problem: forward recompiled (0/1): grad mode" in text
+    assert "No problems found: no graph breaks, failed frames or recompiles but the expected." in text
+    markdown = run_tcx("report", recording, "--format", "markdown").stdout
+    assert "- Expected, not a problem: forward recompiled (0/1): grad mode" in markdown
