@@ -7,6 +7,7 @@ recording; the truth is torch's own log of the same run, or a plain run with the
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from conftest import PROGRAMS, run_tcx, shared_run
@@ -100,3 +101,99 @@ def test_the_grad_mode_recompile_is_listed_as_expected_never_as_a_top_problem() 
     assert "No problems found: no graph breaks, failed frames or recompiles but the expected." in text
     markdown = run_tcx("report", recording, "--format", "markdown").stdout
     assert "- Expected, not a problem: forward recompiled (0/1): grad mode" in markdown
+
+
+# ------------------------------------------------------------------ inputs that share a dimension
+
+SHARED = PROGRAMS / "models" / "shared_batch_step.py"
+# the program with the advice tcx used to print applied by hand: X's batch dimension marked alone
+MARK_X_ALONE = """
+import runpy, sys, torch
+_compile = torch.compile
+def compile(fn=None, **kwargs):
+    kwargs["backend"] = "eager"
+    inner = _compile(fn, **kwargs)
+    def call(X, Y):
+        torch._dynamo.mark_dynamic(X, 0)
+        return inner(X, Y)
+    return call
+torch.compile = compile
+runpy.run_path(sys.argv[1], run_name="__main__")
+"""
+
+
+@pytest.fixture(scope="module")
+def shared_fix(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    from fix_runs import fix_json
+
+    logs = tmp_path_factory.mktemp("shared_fix") / "logs"
+    return fix_json(SHARED, logs, "--backend", "eager", "--max-runs", "2"), logs
+
+
+def test_a_size_tied_to_another_input_is_never_advised_marked_alone() -> None:
+    from conftest import torch_trace_records
+
+    run = shared_run(
+        "recompiles", str(SHARED), "--backend", "eager", "--format", "json", save=True, trace=True
+    )
+    doc = run.ok().json()
+    trees = [p for name, _, p in torch_trace_records(run.torch_trace) if name == "dynamo_cpp_guards_str"]
+    assert any("L['Y'].size()[0] == L['X'].size()[0]" in t for t in trees)  # torch ties them
+    [call] = [c for c in doc["calls"] if c["outcome"] == "recompile"]
+    remedy_text = call["remedy"]
+    assert "(seen: 4, 8)" in remedy_text
+    assert "torch._dynamo.mark_dynamic(X, 0); torch._dynamo.mark_dynamic(Y, 0)" in remedy_text
+    assert remedy_text.index("dynamic=True") < remedy_text.index("mark_dynamic(X, 0)")
+    assert "mark_dynamic(X, 0) (or" not in remedy_text  # the old advice, X alone
+    text = " ".join(run_tcx("recompiles", str(run.recording)).stdout.split())
+    assert "ties it to `Y` dimension 0" in text
+
+
+def test_marking_the_tied_size_alone_by_hand_crashes_as_torch_says() -> None:
+    """The advice tcx no longer prints, applied by hand in a plain run (no tcx): torch raises."""
+    import subprocess
+    import sys
+
+    from tcx.core.fix.verify import whole_reason
+
+    proc = subprocess.run(
+        [sys.executable, "-c", MARK_X_ALONE, str(SHARED)], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode != 0 and "ConstraintViolationError" in proc.stderr
+    message = proc.stderr[proc.stderr.rindex("ConstraintViolationError: ") :]
+    reason = whole_reason(message.removeprefix("ConstraintViolationError: "))
+    assert reason.startswith("Constraints violated (L['X'].size()[0])!")
+    assert "- You marked L['X'].size()[0] as dynamic" in reason  # the line that names the violation
+    assert 'shared_batch_step.py", line 17, in train_step: return F.mse_loss(model(X), Y)' in reason
+
+
+def test_fix_tries_dynamic_true_first_then_the_tied_marks_together(shared_fix: tuple[dict, Path]) -> None:
+    from conftest import read_torch_trace
+    from fix_runs import counts, figures, remedy
+
+    doc, logs = shared_fix
+    assert (
+        figures(doc["before"]) == counts(read_torch_trace(logs / "baseline"))
+        and doc["before"]["recompiles"] == 1
+    )
+    changes = [r["change"] for r in doc["remedies"]]
+    assert "dynamic=True" in changes[0]
+    assert not any("mark_dynamic(X, 0)" in c and "(Y, 0)" not in c for c in changes)  # never X alone
+    together = remedy(doc, "torch._dynamo.mark_dynamic(X, 0); torch._dynamo.mark_dynamic(Y, 0)")
+    after = read_torch_trace(Path(together["trace_log"]))
+    assert together["ran"] and together["verified"], together["why_not"]
+    assert figures(together["after"]) == counts(after) and after.recompiles == 0
+
+
+def test_sizes_seen_come_from_size_guards_never_from_stride_guards() -> None:
+    """The KV-cache case: dimension 2 failed a size guard (8 → 9) and, on another call, a stride guard
+    (16 → 32); the sizes seen are 8 and 9, and the strides are not mixed in."""
+    from tcx.core.analysis.recompile_remedies import _seen
+    from tcx.core.views.recompiles import Call, FailedGuard
+
+    def call(index: int, kind: str, expected: str, actual: str) -> Call:
+        guard = FailedGuard("0/0", "g", expected, actual, kind, "keys", 2)
+        return Call(index, "forward", None, None, "recompile", None, None, [], None, [guard])
+
+    calls = [call(1, "shape", "8", "9"), call(2, "stride", "16", "32")]
+    assert _seen(calls[0], calls[0].failed_guards[0], calls) == " (seen: 8, 9)"

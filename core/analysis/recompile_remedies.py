@@ -13,7 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.analysis.shape_facts import CompileShapes, Dim, Specialization, UserLine, marked_dynamic
+from tcx.core.analysis.shape_facts import (
+    CompileShapes,
+    Dim,
+    Specialization,
+    UserLine,
+    marked_dynamic,
+    tied_sizes,
+)
 
 if TYPE_CHECKING:
     from tcx.core.model import RunModel
@@ -53,6 +60,7 @@ class RemedyContext:
     limit: dict[str, Any]
     shapes: dict[str, CompileShapes]
     states: dict[str, dict[str, str]] = field(default_factory=dict)  # entry -> its global-state values
+    shape_guards: dict[str, list[str]] = field(default_factory=dict)  # entry -> its symbolic-shape guards
 
     def dynamic_setting(self, compile_id: str | None) -> str | None:
         """ "True", "False" or None: the `dynamic=` the frame was compiled with, read from torch's own
@@ -132,8 +140,8 @@ def _seen(call: Call, g: FailedGuard, calls: list[Call]) -> str:
     seen = set(_dim_values(calls, call.function, g.arg, g.dim))
     for c in calls:  # an attribute (a buffer) is not an argument: its sizes are in the failing guards
         if c.function == call.function:
-            for f in c.failed_guards:
-                if (f.arg, f.dim) == (g.arg, g.dim):
+            for f in c.failed_guards:  # size guards only: a stride guard's values are strides
+                if (f.kind, f.arg, f.dim) == ("shape", g.arg, g.dim):
                     seen |= {int(v) for v in (f.expected, f.actual) if v is not None and v.isdigit()}
     return f" (seen: {', '.join(map(str, sorted(seen)))})" if len(seen) > 1 else ""
 
@@ -178,6 +186,12 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
             f"{head} {fn} is compiled with dynamic=True, yet torch logged no symbol for this size in "
             f"entry {g.entry}; run with TORCH_LOGS=dynamic to see where it was specialized."
         )
+    tied = tied_sizes(
+        dim, [*ctx.shape_guards.get(call.compile_id or "", []), *ctx.shape_guards.get(g.entry, [])]
+    )
+    call.tied = [(d.arg, d.dim) for d in tied if d.dim is not None]
+    if tied and dynamic != "False":
+        return CAUSES["shape"], _tied_remedy(call, g, head, [dim, *tied])
     mark = (
         f"torch._dynamo.mark_dynamic({g.arg}, {g.dim}) (or maybe_mark_dynamic({g.arg}, {g.dim}) if it may "
         "stay static)"
@@ -193,6 +207,25 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
         lead = " To fix it,"
     return CAUSES["shape"], (
         f"{head}{lead} mark it dynamic before the first call: {mark}, or compile with dynamic=True."
+    )
+
+
+def _tied_remedy(call: Call, g: FailedGuard, head: str, dims: list[Dim]) -> str:
+    """A size that a guard ties to other arguments' sizes: dynamic=True first, or every tied size marked
+    together; never the one size alone (the others stay static and torch raises ConstraintViolationError)."""
+    fn = call.wraps or call.function
+    others = ", ".join(f"`{d.arg}` dimension {d.dim}" for d in dims[1:])
+    marks = "; ".join(f"torch._dynamo.mark_dynamic({d.arg}, {d.dim})" for d in dims)
+    once = (
+        " Dynamo then made them symbolic (automatic dynamic), so this recompile happens once."
+        if _promoted(call, g)
+        else ""
+    )
+    return (
+        f"{head} A guard of entry {call.compile_id} ties it to {others} (the entry requires them equal)."
+        f"{once} Compile {fn} with dynamic=True, or mark every tied size before the first call: {marks}. "
+        f"Marking `{g.arg}` alone leaves {others} static, and torch raises ConstraintViolationError where "
+        "the code requires the sizes to be equal."
     )
 
 

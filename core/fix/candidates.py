@@ -16,7 +16,10 @@ mode: training and evaluation each get an entry) is listed as expected and never
 
 The order (what `--max-runs` takes first) is the findings' cost in the baseline: each finding's
 compile seconds (`cost`, set by core/fix/verify.py from torch's compilation metrics), then its
-occurrences; a finding's first remedy comes before any finding's second.
+occurrences; a finding's first remedy comes before any finding's second. A size that a guard ties to
+other inputs' sizes (`L['Y'].size()[0] == L['X'].size()[0]`) is marked together with them, never alone,
+and `dynamic=True` comes first. The variants of one size made dynamic are one `family`: once one of them
+ran and the program failed or the finding stayed, the others use no run.
 
 Pure and torch-free: the runs are core/fix/verify.py's.
 """
@@ -104,6 +107,7 @@ class Finding:
     dim: int | None = None
     compile_ids: tuple[str, ...] = ()  # the compiles it occurred in (a break), or caused (a recompile)
     rank: int | None = None  # a recompile's argument: its number of dimensions (for shapes_spec)
+    tied: tuple[tuple[str, int], ...] = ()  # sizes a guard ties to arg's dim: marked with it, never apart
 
     def to_json(self) -> dict[str, Any]:
         site = {"file": self.file, "line": self.line, "function": self.function}
@@ -136,6 +140,9 @@ class Remedy:
     rewrite: Rewrite | None = None  # a code remedy's rewritten file (run from a copy)
     more_compiles_expected: bool = False  # recompile_limit: more recompiles are the point, not worse
     alternative: int = 0  # 0: the first remedy of its finding; 1, 2, ...: the next ones
+    # Variants of one idea (mark_dynamic, maybe_mark_dynamic, shapes_spec of one size): once one ran and
+    # the program failed or the finding stayed, the others are not run (core/fix/verify.py).
+    family: str | None = None
     cost_s: float = 0.0  # its findings' compile seconds in the baseline (the order's basis)
 
     @property
@@ -160,7 +167,7 @@ def candidates(
         _add_break_remedy(by_change, site, missing)
     shape = _shape_recompiles(recompiles)
     for finding in shape:
-        for alternative, remedy in enumerate(_shape_remedies(finding, missing)):
+        for alternative, remedy in enumerate(_shape_remedies(finding, missing), int(bool(finding.tied))):
             remedy = by_change.setdefault(remedy.change, remedy)
             remedy.alternative = alternative
             remedy.findings.append(finding)
@@ -173,7 +180,8 @@ def candidates(
             dynamic=True,
             runnable=not already,
             why_not_run="the program already compiles with dynamic=True" if already else None,
-            alternative=3,
+            # first where sizes are tied (the marks must then name every tied size), else after the marks
+            alternative=0 if any(f.tied for f in shape) else 3,
         )
     for finding in _symbolic_recompiles(recompiles):
         call = f"torch._dynamo.mark_static({finding.arg}, {finding.dim})"
@@ -240,18 +248,26 @@ def order(remedies: list[Remedy]) -> list[Remedy]:
 
 
 def _shape_remedies(finding: Finding, missing: dict[str, str]) -> list[Remedy]:
-    """The per-argument remedies of one size recompile, in the order they are tried."""
+    """The per-argument remedies of one size recompile, in the order they are tried: one idea (this size
+    dynamic), so they share a `family`. Sizes a guard ties to it are marked with it, in one remedy."""
     arg, dim, function = finding.arg, finding.dim, finding.function
+    family = f"{function}:{arg}:{dim}"
     remedies = []
     for how, call in (("dynamic", "mark_dynamic"), ("maybe", "maybe_mark_dynamic")):
-        change = f"torch._dynamo.{call}({arg}, {dim})  # before each call of {function}"
-        mark = {"function": function, "arg": arg, "dim": dim, "how": how}
-        remedies.append(_unavailable(Remedy("dynamism", change, [], marks=[mark]), call, missing))
+        sizes = [(arg, dim), *finding.tied]
+        change = "; ".join(f"torch._dynamo.{call}({a}, {d})" for a, d in sizes)
+        change += f"  # before each call of {function}"
+        marks = [{"function": function, "arg": a, "dim": d, "how": how} for a, d in sizes]
+        remedy = Remedy("dynamism", change, [], marks=marks, family=family)
+        remedies.append(_unavailable(remedy, call, missing))
+    if finding.tied:  # shapes_spec of every tied argument needs each one's rank: the marks say the same
+        return remedies
     rank = finding.rank or 0
     dims = ", ".join(f'ShapeVar("{arg}_{i}")' if i == dim else "STATIC" for i in range(rank))
     change = f'torch.compile({function}, shapes_spec={{"{arg}": TensorSpec([{dims}])}})'
     kwargs = {"function": function, "shapes_spec": {arg: {"rank": rank, "dynamic": [dim]}}}
-    spec = _unavailable(Remedy("dynamism", change, [], compile_kwargs=[kwargs]), "shapes_spec", missing)
+    spec = Remedy("dynamism", change, [], compile_kwargs=[kwargs], family=family)
+    spec = _unavailable(spec, "shapes_spec", missing)
     if not finding.rank and spec.runnable:
         spec.runnable, spec.why_not_run = False, f"the rank of {arg} was not recorded"
     return [*remedies, spec]
@@ -360,6 +376,7 @@ def _shape_recompiles(report: RecompileReport) -> list[Finding]:
             dim,
             tuple(c.compile_id for c in calls if c.compile_id),
             _rank(calls[0], arg),
+            tuple(dict.fromkeys(t for c in calls for t in c.tied)),
         )
         for (function, arg, dim), calls in seen.items()
     ]
