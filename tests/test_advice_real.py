@@ -197,3 +197,47 @@ def test_sizes_seen_come_from_size_guards_never_from_stride_guards() -> None:
 
     calls = [call(1, "shape", "8", "9"), call(2, "stride", "16", "32")]
     assert _seen(calls[0], calls[0].failed_guards[0], calls) == " (seen: 8, 9)"
+
+
+# ------------------------------------------------------------------ state a library sets on the first call
+
+BERT = PROGRAMS / "models" / "bert_labels.py"
+
+
+def test_a_config_field_transformers_sets_on_the_first_call_is_advised_set_before_compiling() -> None:
+    import re
+
+    from fix_runs import recompile_reasons
+
+    run = shared_run("recompiles", str(BERT), "--backend", "eager", "--format", "json", save=True, trace=True)
+    doc = run.ok().json()
+    [reason] = recompile_reasons(run.torch_trace)
+    assert "self.config.problem_type is None" in reason  # torch's own recompile reason, with its line
+    torch_line = re.search(r"transformers/models/bert/modeling_bert\.py:\d+", reason)
+    assert torch_line
+    [call] = [c for c in doc["calls"] if c["outcome"] == "recompile"]
+    assert call["cause"] == "attribute set on the first call"
+    assert torch_line.group() in call["remedy"]  # the line torch's log prints is kept
+    assert "`model.config.problem_type = 'single_label_classification'`" in call["remedy"]
+    assert (
+        "BertForSequenceClassification compiled at fixtures/programs/models/bert_labels.py:22"
+        in call["remedy"]
+    )
+    assert "See the failing guard" not in call["remedy"]
+
+
+def test_fix_verifies_setting_the_config_field_before_compiling(tmp_path: Path) -> None:
+    from conftest import read_torch_trace
+    from fix_runs import counts, figures, fix_json, remedy
+
+    logs = tmp_path / "logs"
+    doc = fix_json(BERT, logs, "--backend", "eager", "--max-runs", "1")
+    assert (
+        figures(doc["before"]) == counts(read_torch_trace(logs / "baseline"))
+        and doc["before"]["recompiles"] == 1
+    )
+    done = remedy(doc, "model.config.problem_type = 'single_label_classification'")
+    after = read_torch_trace(Path(done["trace_log"]))
+    assert done["ran"] and done["verified"], done["why_not"]
+    assert figures(done["after"]) == counts(after) and after.recompiles == 0 and after.graphs == 1
+    assert done["outputs_match"] is True

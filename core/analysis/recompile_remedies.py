@@ -92,6 +92,8 @@ def explain_call(call: Call, ctx: RemedyContext) -> None:
         return
     g = call.failed_guards[0]
     call.cause = CAUSES.get(g.kind, CAUSES["other"])
+    if set_on_first_call(g) is not None:
+        call.cause = "attribute set on the first call"
     call.expected = expected_reason(call, g, ctx)
     if g.kind == "shape":
         call.cause, call.remedy = _shape(call, g, ctx)
@@ -348,7 +350,37 @@ def _remedy(call: Call, g: FailedGuard, ctx: RemedyContext) -> str:
         return _state_remedy(call, g, ctx)
     if g.kind == "type":
         return f"`{g.arg}` changed type between calls: pass the same type every time."
-    return "See the failing guard; keep what it checks constant across calls."
+    first_call = set_on_first_call(g)
+    if first_call is not None:
+        return _first_call_remedy(g, first_call, ctx)
+    return f"See the failing guard{_where(g)}; keep what it checks constant across calls."
+
+
+_IS_NONE = re.compile(r"(?P<source>self(?:\.\w+)+) is None")
+
+
+def set_on_first_call(g: FailedGuard) -> tuple[str, ...] | None:
+    """The attribute path under the compiled module (`config.problem_type`) of a guard `self.<path> is None`
+    that failed because the value is set now: state the code sets on its first call (transformers sets
+    `config.problem_type` on the first call with labels). None for any other guard."""
+    m = _IS_NONE.fullmatch(g.guard.strip())
+    if m is None or g.actual in (None, "None"):
+        return None
+    return tuple(m["source"].split(".")[1:])
+
+
+def _first_call_remedy(g: FailedGuard, path: tuple[str, ...], ctx: RemedyContext) -> str:
+    from tcx.core.analysis.empty_run import compile_calls
+
+    attr = ".".join(path)
+    modules = [c for c in compile_calls(ctx.model) if c.target[:1].isupper()]  # a class: a module compiled
+    where = f" (the {modules[0].target} compiled at {modules[0].where})" if len(modules) == 1 else ""
+    return (
+        f"`self.{attr}` was None when entry {g.entry} was compiled and is {g.actual} now: the code sets it "
+        f"on the first call{_where(g)}, so the second call fails the guard. Set it before compiling, at your "
+        f"call site: `model.{attr} = {g.actual}`{where}, or make one call before torch.compile (a warm-up), "
+        "so every compiled call sees the value."
+    )
 
 
 def _state_changes(call: Call, g: FailedGuard, ctx: RemedyContext) -> list[str]:

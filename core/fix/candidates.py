@@ -108,6 +108,7 @@ class Finding:
     compile_ids: tuple[str, ...] = ()  # the compiles it occurred in (a break), or caused (a recompile)
     rank: int | None = None  # a recompile's argument: its number of dimensions (for shapes_spec)
     tied: tuple[tuple[str, int], ...] = ()  # sizes a guard ties to arg's dim: marked with it, never apart
+    guard: str | None = None  # a recompile on another guard: the guard's text (the same recompile elsewhere)
 
     def to_json(self) -> dict[str, Any]:
         site = {"file": self.file, "line": self.line, "function": self.function}
@@ -134,6 +135,8 @@ class Remedy:
     marks: list[dict[str, Any]] = field(default_factory=list)
     # the fix capture's `compile_kwargs`: {function, shapes_spec: {arg: [dims]}} added to torch.compile
     compile_kwargs: list[dict[str, Any]] = field(default_factory=list)
+    # the fix capture's `attributes`: {path, value} set on each nn.Module compiled, before it is compiled
+    attributes: list[dict[str, Any]] = field(default_factory=list)
     dynamic: bool | None = None  # RunOptions.dynamic (torch.compile(dynamic=True) for every compile)
     runnable: bool = True
     why_not_run: str | None = None
@@ -202,6 +205,11 @@ def candidates(
             more_compiles_expected=True,
         )
         by_change.setdefault(change, remedy)
+    for finding, path, value in _first_call_recompiles(recompiles):
+        change = f"model.{'.'.join(path)} = {value!r}  # before torch.compile(model)"
+        attribute = {"path": list(path), "value": value}
+        remedy = by_change.setdefault(change, Remedy("config", change, [], attributes=[attribute]))
+        remedy.findings.append(finding)
     if compile_error:
         by_change["suppress_errors"] = _suppress_errors(compile_error)
     expected = _expected(recompiles)
@@ -416,6 +424,44 @@ def _symbolic_recompiles(report: RecompileReport) -> list[Finding]:
     ]
 
 
+def _first_call_recompiles(report: RecompileReport) -> list[tuple[Finding, tuple[str, ...], Any]]:
+    """Each recompile on `self.<path> is None` where the value is set now (state the code sets on the first
+    call), with the value to set before compiling: a Python literal, as the guard failure printed it."""
+    import ast
+
+    from tcx.core.analysis.recompile_remedies import set_on_first_call
+
+    seen: dict[str, tuple[list[Any], tuple[str, ...], Any]] = {}
+    for call in report.calls:
+        guard = call.failed_guards[0] if call.outcome == "recompile" and call.failed_guards else None
+        path = set_on_first_call(guard) if guard else None
+        if guard is None or path is None:
+            continue
+        try:
+            value = ast.literal_eval(guard.actual or "")
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, (str, int, float, bool)):
+            seen.setdefault(guard.guard, ([], path, value))[0].append((call, guard))
+    return [
+        (
+            Finding(
+                "recompile",
+                f"attribute set on the first call: {text}",
+                pairs[0][1].file or pairs[0][0].file,
+                pairs[0][1].line or pairs[0][0].line,
+                pairs[0][0].function,
+                len(pairs),
+                compile_ids=tuple(c.compile_id for c, _ in pairs if c.compile_id),
+                guard=text,
+            ),
+            path,
+            value,
+        )
+        for text, (pairs, path, value) in seen.items()
+    ]
+
+
 def _limit_hits(report: RecompileReport) -> list[tuple[Finding, int]]:
     """Each function that hit the recompile limit and ran calls eagerly, with the limit that would
     have kept them compiled: its cache entries plus the calls that fell back (each could need one)."""
@@ -462,6 +508,11 @@ def recompile_matches(finding: Finding, report: RecompileReport) -> bool:
     guard (a size, or a symbolic size); a recompile limit: the function still fell back to eager."""
     if finding.kind == "recompile_limit":
         return any(c.function == finding.function for c in report.eager_calls)
+    if finding.guard is not None:  # a recompile on another guard: the same guard failed again
+        return any(
+            c.outcome == "recompile" and c.failed_guards and c.failed_guards[0].guard == finding.guard
+            for c in report.calls
+        )
     symbolic = finding.what.startswith("guard on")
     found = _symbolic_recompiles(report) if symbolic else _shape_recompiles(report)
     return any((f.function, f.arg, f.dim) == (finding.function, finding.arg, finding.dim) for f in found)

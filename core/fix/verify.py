@@ -370,6 +370,7 @@ def _run(runner: Runner, workdir: Path, name: str, remedy: Remedy | None, *, bas
         "config": remedy.config if remedy else [],
         "marks": remedy.marks if remedy else [],
         "compile_kwargs": remedy.compile_kwargs if remedy else [],
+        "attributes": remedy.attributes if remedy else [],
         "outputs": str(outputs),
         "seed": SEED,
     }
@@ -482,6 +483,7 @@ def _combine(remedies: list[Remedy]) -> Remedy:
         config=[c for r in remedies for c in r.config],
         marks=[m for r in remedies for m in r.marks],
         compile_kwargs=[k for r in remedies for k in r.compile_kwargs],
+        attributes=[a for r in remedies for a in r.attributes],
         dynamic=dynamic,
         rewrite=next((r.rewrite for r in remedies if r.rewrite), None),
         more_compiles_expected=any(r.more_compiles_expected for r in remedies),
