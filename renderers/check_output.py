@@ -145,10 +145,36 @@ def render_causes(causes: list[Cause], console: Console) -> None:
         )
 
 
+RULE_SLUG = 80  # a rule id's slug is cut at the last whole word within this many characters
+
+
 def rule_id(gb_type: str) -> str:
-    """Stable SARIF rule id from the break type: tcx/<slug>."""
-    slug = re.sub(r"[^a-z0-9]+", "-", gb_type.lower()).strip("-")[:60] or "graph-break"
-    return f"tcx/graph-break/{slug}"
+    """Stable SARIF rule id from the break type: tcx/graph-break/<slug>, whole words only."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gb_type.lower()).strip("-")
+    if len(slug) > RULE_SLUG:
+        cut = slug[: RULE_SLUG + 1]
+        slug = cut[: cut.rindex("-")] if "-" in cut else slug[:RULE_SLUG]
+    return f"tcx/graph-break/{slug or 'graph-break'}"
+
+
+def budget_rule_id(option: str) -> str:
+    """`--max-recompiles` -> tcx/budget/recompiles; a floor keeps its word: tcx/budget/min-speedup."""
+    return "tcx/budget/" + option.removeprefix("--max-").removeprefix("--")
+
+
+def site_location(site: BreakSite) -> tuple[str | None, int | None, str]:
+    """Where CI places a break: the user's line that led into library code (the file in the repository),
+    with the library frame named in the message; else the break's own line."""
+    entry = site.entry_frame
+    if site.in_library and entry is not None and entry.file:
+        inner = site.user_stack[-1]
+        lib = re.split(r"[/\\](?:site|dist)-packages[/\\]", inner.file)[-1]
+        return (
+            entry.file,
+            entry.line,
+            f" It breaks in {lib}:{inner.line} ({inner.name}), reached from this line.",
+        )
+    return site.file, site.line, ""
 
 
 def _uri(path: str | None) -> str:
@@ -194,16 +220,17 @@ def sarif(result: CheckResult) -> dict[str, Any]:
         fingerprint = hashlib.sha256(f"{site.gb_type}|{_uri(site.file)}|{site.line}".encode()).hexdigest()[
             :32
         ]
+        file, line, via = site_location(site)
         results.append(
             {
                 "ruleId": rid,
                 "level": "warning" if result.passed else "error",
-                "message": {"text": _message(site)},
+                "message": {"text": _message(site) + via},
                 "locations": [
                     {
                         "physicalLocation": {
-                            "artifactLocation": {"uri": quote(_uri(site.file), safe="/:")},
-                            "region": {"startLine": site.line or 1},
+                            "artifactLocation": {"uri": quote(_uri(file), safe="/:")},
+                            "region": {"startLine": line or 1},
                         }
                     }
                 ],
@@ -214,7 +241,7 @@ def sarif(result: CheckResult) -> dict[str, Any]:
     for v in result.failed:
         if v.option in ("--max-graph-breaks", "--max-unique-graph-breaks"):
             continue  # each break site is a result above
-        rid = "tcx/budget/" + v.option.removeprefix("--max-")
+        rid = budget_rule_id(v.option)
         rules.setdefault(
             rid, {"id": rid, "name": v.label, "shortDescription": {"text": f"tcx check: {v.label}"}}
         )
@@ -293,9 +320,10 @@ def github(result: CheckResult) -> str:
     level = "warning" if result.passed else "error"
     for site in result.explanation.sites:
         title = clean(f"graph break: {site.gb_type}")
+        file, line, via = site_location(site)
         lines.append(
-            f"::{level} file={_gh_escape(clean(_uri(site.file)), True)},line={site.line or 1},"
-            f"title={_gh_escape(title, True)}::{_gh_escape(clean(_message(site)))}"
+            f"::{level} file={_gh_escape(clean(_uri(file)), True)},line={line or 1},"
+            f"title={_gh_escape(title, True)}::{_gh_escape(clean(_message(site) + via))}"
         )
     for v in result.failed:
         lines.append(

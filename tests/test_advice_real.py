@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, run_tcx, shared_run
+from conftest import PROGRAMS, REPO, run_tcx, shared_run
 
 pytestmark = [pytest.mark.torch]
 
@@ -241,3 +241,39 @@ def test_fix_verifies_setting_the_config_field_before_compiling(tmp_path: Path) 
     assert done["ran"] and done["verified"], done["why_not"]
     assert figures(done["after"]) == counts(after) and after.recompiles == 0 and after.graphs == 1
     assert done["outputs_match"] is True
+
+
+# ------------------------------------------------------------------ annotations at the user's line
+
+LIBRARY_BREAK_LOG = REPO / "tests" / "data" / "traces" / "torch2.13_eager_library_break.log.gz"
+
+
+def test_annotations_sit_at_the_users_line_with_the_library_frame_in_the_message() -> None:
+    """torch's own log of library_break.py (eager): the break is in copy.py, reached from the user's line."""
+    gh = run_tcx("check", str(LIBRARY_BREAK_LOG), "--max-graph-breaks", "0", "--format", "github")
+    assert gh.returncode == 1
+    [site] = [ln for ln in gh.stdout.splitlines() if "title=graph break" in ln]
+    assert site.startswith("::error file=fixtures/programs/library_break.py,line=14,")
+    assert "It breaks in " in site and "copy.py:153 (deepcopy), reached from this line." in site
+
+    doc = json.loads(
+        run_tcx("check", str(LIBRARY_BREAK_LOG), "--max-graph-breaks", "0", "--format", "sarif").stdout
+    )
+    [result] = [r for r in doc["runs"][0]["results"] if r["ruleId"].startswith("tcx/graph-break/")]
+    where = result["locations"][0]["physicalLocation"]
+    assert where["artifactLocation"]["uri"] == "fixtures/programs/library_break.py"
+    assert where["region"]["startLine"] == 14 and "copy.py:153 (deepcopy)" in result["message"]["text"]
+
+
+def test_rule_ids_are_whole_words() -> None:
+    from tcx.renderers.check_output import budget_rule_id, rule_id
+
+    long_type = (
+        "Unsupported context manager: a context manager Dynamo cannot trace through its enter and exit"
+    )
+    rid = rule_id(long_type)
+    slug = rid.removeprefix("tcx/graph-break/")
+    full = "-".join(long_type.lower().replace(":", "").split())
+    assert len(slug) <= 80 and full.startswith(slug) and full[len(slug)] == "-"  # cut between whole words
+    assert budget_rule_id("--min-speedup") == "tcx/budget/min-speedup"
+    assert budget_rule_id("--max-recompiles") == "tcx/budget/recompiles"
