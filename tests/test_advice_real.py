@@ -277,3 +277,32 @@ def test_rule_ids_are_whole_words() -> None:
     assert len(slug) <= 80 and full.startswith(slug) and full[len(slug)] == "-"  # cut between whole words
     assert budget_rule_id("--min-speedup") == "tcx/budget/min-speedup"
     assert budget_rule_id("--max-recompiles") == "tcx/budget/recompiles"
+
+
+# ------------------------------------------------------------------ logging inside compiled code
+
+WARN_LOG = PROGRAMS / "fix" / "warn_log.py"
+
+
+def test_warnings_and_logger_calls_get_the_logging_configs_and_fix_verifies_them(tmp_path: Path) -> None:
+    from conftest import read_torch_trace
+    from fix_runs import counts, figures, fix_json, remedy
+
+    logs = tmp_path / "logs"
+    doc = fix_json(WARN_LOG, logs, "--backend", "eager")
+    baseline = read_torch_trace(logs / "baseline")
+    assert figures(doc["before"]) == counts(baseline) and baseline.graph_breaks == 2
+    warn = remedy(doc, "reorderable_logging_functions.add(warnings.warn)")
+    log = remedy(doc, "ignore_logging_functions.add(logging.Logger.info)")
+    for done in (warn, log):
+        after = read_torch_trace(Path(done["trace_log"]))
+        assert done["verified"], done["why_not"]
+        assert figures(done["after"]) == counts(after) and after.graph_breaks == 1
+    combined = doc["combined"]
+    after = read_torch_trace(Path(combined["trace_log"]))
+    assert combined["verified"] and after.graph_breaks == 0 and figures(combined["after"]) == counts(after)
+
+    explained = run_tcx("explain", str(WARN_LOG), "--backend", "eager", "--format", "json")
+    suggestions = {s["line"]: s["suggestion"] for s in json.loads(explained.stdout)["graph_breaks"]}
+    assert "reorderable_logging_functions (.add(warnings.warn))" in suggestions[16]
+    assert "ignore_logging_functions (e.g. .add(logging.Logger.info)" in suggestions[17]

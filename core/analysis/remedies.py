@@ -56,6 +56,13 @@ REMEDIES: list[tuple[tuple[str, ...], str]] = [
         "Dynamo traces numpy only on tensors' numpy views, not on .numpy() results.",
     ),
     (
+        ("`_warnings.warn`",),
+        "A warnings.warn inside the compiled code: add it to "
+        "torch._dynamo.config.reorderable_logging_functions (.add(warnings.warn)) so Dynamo runs it after "
+        "the graph instead of breaking (`tcx fix` tries it), or move the warning out of the compiled "
+        "function.",
+    ),
+    (
         ("marked as skipped", "skip_files", "Attempted to inline function marked as skipped"),
         "The call goes into code Dynamo does not trace. Wrap that library call in a function decorated "
         "with @torch.compiler.disable (one clean break), or call it outside the compiled region.",
@@ -63,8 +70,10 @@ REMEDIES: list[tuple[tuple[str, ...], str]] = [
     (
         ("logging.Logger", "logging function"),
         "A logging call inside the compiled code: add that logger method to "
-        "torch._dynamo.config.ignore_logging_functions (e.g. logger.warning_once), or avoid the option "
-        "that makes the library log here (for transformers' output_attentions: attn_implementation='eager').",
+        "torch._dynamo.config.ignore_logging_functions (e.g. .add(logging.Logger.info); the call then does "
+        "not run in compiled code, so that message is not logged from there; `tcx fix` tries it), move the "
+        "log call after the compiled call, or avoid the option that makes the library log here (for "
+        "transformers' output_attentions: attn_implementation='eager').",
     ),
     (
         ("Unsupported context manager",),

@@ -26,6 +26,7 @@ Pure and torch-free: the runs are core/fix/verify.py's.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,14 @@ CONFIG_RULES = (
         "capture_dynamic_output_shape_ops",
     ),
     ConfigRule(("builtin operator `print`",), "reorderable_logging_functions", add="builtins.print"),
+    # torch names `_warnings.warn` (the C function behind warnings.warn): it runs after the graph
+    ConfigRule(("`_warnings.warn`",), "reorderable_logging_functions", add="warnings.warn"),
+)
+# A logging.Logger method call: torch only offers ignore_logging_functions (the call becomes a no-op under
+# compile: the message is not logged from compiled code), for the method the break's line calls.
+LOGGER_BREAK = "logging.Logger method not supported"
+LOGGER_METHOD = re.compile(
+    r"\.(debug|info|warning|warn|error|exception|critical|log|warning_once|info_once)\("
 )
 # Breaks whose fix is a change to the program's code: what to write (None: nothing beyond the config
 # remedy), and the mechanical rewrites tried on a copy where the code has a shape they know, each
@@ -316,7 +325,8 @@ def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: di
         len(site.occurrences),
         compile_ids=compile_ids,
     )
-    for rule in CONFIG_RULES:
+    logger_rule = _logger_rule(site) if LOGGER_BREAK in text else None
+    for rule in [logger_rule] if logger_rule else CONFIG_RULES:
         if any(n in text for n in rule.needles):
             remedy = by_change.setdefault(
                 rule.change(), Remedy("config", rule.change(), [], config=[rule.spec()])
@@ -343,6 +353,19 @@ def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: di
             remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
             remedy.findings.append(finding)
         return
+
+
+def _logger_rule(site: BreakSite) -> ConfigRule | None:
+    """ignore_logging_functions for the logging.Logger method the break's line calls (`logger.info(`)."""
+    frame = site.user_stack[-1] if site.user_stack else None
+    code = frame.code if frame else ""
+    if not code:
+        read = source_file.read(site.file, site.line)
+        code = read.lines[site.line - 1] if not isinstance(read, str) and site.line else ""
+    m = LOGGER_METHOD.search(code)
+    if m is None:
+        return None
+    return ConfigRule((LOGGER_BREAK,), "ignore_logging_functions", add=f"logging.Logger.{m.group(1)}")
 
 
 def _bounded(rewriter: Any, site: BreakSite) -> Rewrite | list[Rewrite] | str:

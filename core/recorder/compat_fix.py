@@ -185,8 +185,7 @@ def _assign(item: dict[str, Any]) -> dict[str, Any]:
             done["error"] = f"{item['module']}.{name} does not exist on torch {torch.__version__}"
             return done
         if "add" in item:
-            owner, _, attr = str(item["add"]).rpartition(".")
-            fn = getattr(importlib.import_module(owner), attr)
+            fn = _resolve(str(item["add"]))
             current = getattr(config, name)
             if isinstance(current, set):
                 current.add(fn)
@@ -198,6 +197,20 @@ def _assign(item: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # a remedy that cannot be applied says so; the run goes on without it
         done["error"] = f"{type(exc).__name__}: {exc}"
     return done
+
+
+def _resolve(dotted: str) -> Any:
+    """`warnings.warn`, `logging.Logger.info`: the longest importable module prefix, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(f"no module in {dotted!r}")
 
 
 def _wrap_compiled(compiled: Callable[..., Any], fn: Any) -> Callable[..., Any]:
