@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, REPO, run_tcx, shared_run
+from conftest import PROGRAMS, REPO, read_torch_trace, run_tcx, shared_run
 
 pytestmark = [pytest.mark.torch]
 
@@ -306,3 +306,34 @@ def test_warnings_and_logger_calls_get_the_logging_configs_and_fix_verifies_them
     suggestions = {s["line"]: s["suggestion"] for s in json.loads(explained.stdout)["graph_breaks"]}
     assert "reorderable_logging_functions (.add(warnings.warn))" in suggestions[16]
     assert "ignore_logging_functions (e.g. .add(logging.Logger.info)" in suggestions[17]
+
+
+# ------------------------------------------------------------------ the whole train step compiled
+
+WHOLE_STEP = "models/whole_train_step.py"
+
+
+def test_backward_step_and_zero_grad_in_the_compiled_step_get_the_standard_remedies() -> None:
+    from conftest import plain_trace
+
+    run = shared_run(
+        "explain", str(PROGRAMS / WHOLE_STEP), "--backend", "eager", "--format", "json", trace=True
+    )
+    doc = run.ok().json()
+    truth = read_torch_trace(run.torch_trace)
+    assert doc["graph_break_count"] == truth.graph_breaks and doc["unique_graph_break_count"] == 3
+    by_code = {s["entered_from"]["code"] if s["entered_from"] else s["line"]: s for s in doc["graph_breaks"]}
+    step = by_code["optimizer.step()"]
+    assert step["file"].endswith("torch/optim/optimizer.py")  # torch's own explicit graph_break()
+    assert step["suggestion"].startswith("optimizer.step() inside the compiled function")
+    assert (
+        "torch.compile(optimizer.step)" in step["suggestion"]
+        and "remove the torch._dynamo" not in step["suggestion"]
+    )
+    [backward] = [s for s in doc["graph_breaks"] if "backward()" in s["type"]]
+    assert backward["suggestion"].startswith("backward() inside the compiled function: compile the model")
+    [zero] = [s for s in doc["graph_breaks"] if s["line"] == 21]
+    assert zero["suggestion"].startswith("optimizer.zero_grad() inside the compiled function")
+    # the remedy applied by hand (the loss compiled, the rest outside), a plain run: torch logs no break
+    fixed = plain_trace(WHOLE_STEP, "--fixed")
+    assert fixed.graph_breaks == 0 and fixed.graphs >= 1
