@@ -81,9 +81,9 @@ CONFIG_RULES = (
 # A logging.Logger method call: torch only offers ignore_logging_functions (the call becomes a no-op under
 # compile: the message is not logged from compiled code), for the method the break's line calls.
 LOGGER_BREAK = "logging.Logger method not supported"
-LOGGER_METHOD = re.compile(
-    r"\.(debug|info|warning|warn|error|exception|critical|log|warning_once|info_once)\("
-)
+# logging.Logger's own methods only: the fix capture resolves the name before the program runs, so a method
+# a library adds on import (transformers' warning_once) cannot be named (bench/advice.py saw it refuted)
+LOGGER_METHOD = re.compile(r"\.(debug|info|warning|warn|error|exception|critical|log)\(")
 # Breaks whose fix is a change to the program's code: what to write (None: nothing beyond the config
 # remedy), and the mechanical rewrites tried on a copy where the code has a shape they know, each
 # (site) -> Rewrite, [Rewrite, ...] in order of preference, or why not (core/fix/*rewrite*.py).
