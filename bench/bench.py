@@ -62,7 +62,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import big_runs  # bench/ is not a package
+import advice  # bench/ is not a package
+import big_runs
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAMS = ROOT / "fixtures" / "programs"
@@ -804,6 +805,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="skip 'explain vs program' (its plain side compiles C++ with Inductor: slow)",
     )
     parser.add_argument("--skip-tests", action="store_true", help="skip timing the test suite")
+    parser.add_argument(
+        "--skip-advice",
+        action="store_true",
+        help="skip the advice sweep (bench/advice.py: tcx fix over the corpus)",
+    )
     parser.add_argument("--regen-log", action="store_true", help="write the large TORCH_TRACE log again")
     parser.add_argument("--skip-big", action="store_true", help="skip the big-run rows (bench/big_runs.py)")
     parser.add_argument("--only-big", action="store_true", help="run only the big-run rows")
@@ -1203,6 +1209,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 results["numerics_vs_program"] = numerics_vs_program(args.runs, Path(tmp))
         if not args.skip_big:
             results["big_runs"] = run_big(args)
+        if not args.skip_advice:
+            results["advice"] = advice.sweep(advice.CORPUS)
         if not args.skip_tests:
             print("test suite (make test) ...", file=sys.stderr, flush=True)
             results["test_suite"] = suite_time(args.runs)
@@ -1216,6 +1224,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if results.get("big_runs"):
         print()
         print(big_runs.table(results["big_runs"]))
+    if results.get("advice"):
+        print()
+        print(advice.table(results["advice"]))
     print()
     print(footnotes(results))
     args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -48,6 +48,12 @@ def budget_options() -> list[Callable[..., Any]]:
         metavar="FILE",
         help="Write this run's counts and graph breaks to FILE as the baseline.",
     ),
+    click.option(
+        "--allow-empty",
+        is_flag=True,
+        default=False,
+        help="Pass a run that compiled nothing (by default it fails, exit 1: counts of 0 were not seen).",
+    ),
 )
 def command(**params: Any) -> None:
     from tcx.cli import common
@@ -91,7 +97,7 @@ def command(**params: Any) -> None:
         capture = ("export",) if "max_export_issues" in budgets else ()
         loaded = common.load(params, VIEW.fresh_compile, capture=capture)
     ex = VIEW.builder()(loaded.model, common.selection(loaded))
-    result = evaluate(ex, budgets, warm, accepted)
+    result = evaluate(ex, budgets, warm, accepted, allow_empty=params["allow_empty"])
     if params["baseline"]:
         result.baseline = params["baseline"]
         result.worse_than_baseline = compare_baseline(params["baseline"], ex)

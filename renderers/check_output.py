@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tcx import __version__
+from tcx.core.analysis.empty_run import compile_calls
 from tcx.core.views.check import Cause, CheckResult, Verdict
 from tcx.core.views.explain import BreakSite
 from tcx.core.views.explain import to_json as explain_json
@@ -50,6 +51,9 @@ def check_json(result: CheckResult) -> dict[str, Any]:
     doc["unreadable"] = result.unreadable
     doc["inconsistent"] = result.inconsistent
     doc["not_as_program"] = result.not_as_program
+    doc["compiled_nothing"] = (
+        {"text": result.empty, "allowed": result.empty_allowed} if result.empty else None
+    )
     return doc
 
 
@@ -90,10 +94,19 @@ def render_text(result: CheckResult, console: Console) -> None:
                 console.print(Text(f"      {clean(item)}"))
         else:
             console.print(Text(f"  ok  no worse than the baseline {clean(result.baseline)}", style="good"))
+    if result.empty:
+        mark, style = ("  ok", "warn") if result.empty_allowed else ("FAIL", "bad")
+        allowed = " (allowed by --allow-empty)" if result.empty_allowed else ""
+        console.print(
+            Wrapped(Text(f"{mark}  {clean(result.empty)}{allowed}", style=style), prose=True, hang=6)
+        )
     render_child_processes(result.explanation.model, console)
     reasons = [f"{v.label} {v.actual} {v.relation} {v.limit}" for v in result.failed]
     reasons += ["worse than the baseline"] if result.worse_than_baseline else []
     reasons += ["not the program's own run"] if result.not_as_program else []
+    reasons += (
+        ["nothing compiled (--allow-empty passes it)"] if result.empty and not result.empty_allowed else []
+    )
     if result.failure:
         render_failure(result.failure, console)
         reasons.insert(0, "the program did not finish, so its counts are partial")
@@ -132,10 +145,31 @@ def render_causes(causes: list[Cause], console: Console) -> None:
         )
 
 
+RULE_SLUG = 80  # a rule id's slug is cut at the last whole word within this many characters
+
+
 def rule_id(gb_type: str) -> str:
-    """Stable SARIF rule id from the break type: tcx/<slug>."""
-    slug = re.sub(r"[^a-z0-9]+", "-", gb_type.lower()).strip("-")[:60] or "graph-break"
-    return f"tcx/graph-break/{slug}"
+    """Stable SARIF rule id from the break type: tcx/graph-break/<slug>, whole words only."""
+    slug = re.sub(r"[^a-z0-9]+", "-", gb_type.lower()).strip("-")
+    if len(slug) > RULE_SLUG:
+        cut = slug[: RULE_SLUG + 1]
+        slug = cut[: cut.rindex("-")] if "-" in cut else slug[:RULE_SLUG]
+    return f"tcx/graph-break/{slug or 'graph-break'}"
+
+
+def site_location(site: BreakSite) -> tuple[str | None, int | None, str]:
+    """Where CI places a break: the user's line that led into library code (the file in the repository),
+    with the library frame named in the message; else the break's own line."""
+    entry = site.entry_frame
+    if site.in_library and entry is not None and entry.file:
+        inner = site.user_stack[-1]
+        lib = re.split(r"[/\\](?:site|dist)-packages[/\\]", inner.file)[-1]
+        return (
+            entry.file,
+            entry.line,
+            f" It breaks in {lib}:{inner.line} ({inner.name}), reached from this line.",
+        )
+    return site.file, site.line, ""
 
 
 def _uri(path: str | None) -> str:
@@ -181,16 +215,17 @@ def sarif(result: CheckResult) -> dict[str, Any]:
         fingerprint = hashlib.sha256(f"{site.gb_type}|{_uri(site.file)}|{site.line}".encode()).hexdigest()[
             :32
         ]
+        file, line, via = site_location(site)
         results.append(
             {
                 "ruleId": rid,
                 "level": "warning" if result.passed else "error",
-                "message": {"text": _message(site)},
+                "message": {"text": _message(site) + via},
                 "locations": [
                     {
                         "physicalLocation": {
-                            "artifactLocation": {"uri": quote(_uri(site.file), safe="/:")},
-                            "region": {"startLine": site.line or 1},
+                            "artifactLocation": {"uri": quote(_uri(file), safe="/:")},
+                            "region": {"startLine": line or 1},
                         }
                     }
                 ],
@@ -219,6 +254,27 @@ def sarif(result: CheckResult) -> dict[str, Any]:
                     "locations": [location] if cause.file else [],
                 }
             )
+    if result.empty and not result.empty_allowed:
+        rid = "tcx/nothing-compiled"
+        rules.setdefault(rid, {"id": rid, "name": "nothing compiled", "shortDescription": {"text": rid}})
+        calls = compile_calls(result.explanation.model)
+        results.append(
+            {
+                "ruleId": rid,
+                "level": "error",
+                "message": {"text": result.empty},
+                "locations": [
+                    {
+                        "physicalLocation": {
+                            "artifactLocation": {"uri": quote(_uri(c.file), safe="/:")},
+                            "region": {"startLine": c.line or 1},
+                        }
+                    }
+                    for c in calls[:1]
+                    if c.file
+                ],
+            }
+        )
     return {
         "$schema": SARIF_SCHEMA,
         "version": "2.1.0",
@@ -259,9 +315,10 @@ def github(result: CheckResult) -> str:
     level = "warning" if result.passed else "error"
     for site in result.explanation.sites:
         title = clean(f"graph break: {site.gb_type}")
+        file, line, via = site_location(site)
         lines.append(
-            f"::{level} file={_gh_escape(clean(_uri(site.file)), True)},line={site.line or 1},"
-            f"title={_gh_escape(title, True)}::{_gh_escape(clean(_message(site)))}"
+            f"::{level} file={_gh_escape(clean(_uri(file)), True)},line={line or 1},"
+            f"title={_gh_escape(title, True)}::{_gh_escape(clean(_message(site) + via))}"
         )
     for v in result.failed:
         lines.append(
@@ -281,6 +338,10 @@ def github(result: CheckResult) -> str:
         lines.append(f"::error title=tcx check (not the program's run)::{_gh_escape(clean(text))}")
     for item in result.worse_than_baseline:
         lines.append(f"::error title=tcx check (baseline)::{_gh_escape(clean(item))}")
+    if result.empty and not result.empty_allowed:
+        first = next((c for c in compile_calls(result.explanation.model) if c.file), None)
+        where = f"file={_gh_escape(clean(_uri(first.file)), True)},line={first.line or 1}," if first else ""
+        lines.append(f"::error {where}title=tcx check (nothing compiled)::{_gh_escape(clean(result.empty))}")
     for text in result.inconsistent:
         lines.append(f"::error title=tcx check (input incomplete)::{_gh_escape(clean(text))}")
     if result.passed:

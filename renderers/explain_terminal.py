@@ -10,6 +10,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from tcx.core.analysis.empty_run import empty_run_text
 from tcx.core.model import Frame
 from tcx.core.model.failure import failure
 from tcx.core.views.explain import BreakSite, Explanation, FailedFrame
@@ -117,7 +118,7 @@ def render_restarts(ex: Explanation, console: Console) -> None:
 def no_breaks_verdict(ex: Explanation) -> Text:
     """The verdict of a run that ended well and broke no graph: what exactly it covers."""
     if not ex.compiles:
-        return Text("Nothing was compiled: no torch.compile'd function ran.", style="warn")
+        return Text(empty_run_text(ex.model), style="warn")
     if ex.failed_frames:
         return Text(
             f"No graph breaks, but {len(ex.failed_frames)} frame(s) failed to compile (above).", style="warn"

@@ -126,8 +126,12 @@ def render_overview(
 
 
 def _render_problems(report: Report, console: Console) -> None:
+    for e in report.expected:  # never ranked among the problems (core/analysis/expected.py)
+        console.print(
+            Wrapped(Text(f"Expected, not a problem: {clean(e.title)}: {clean(e.detail)}"), prose=True)
+        )
     if not report.problems:
-        console.print(Text("No problems found: no graph breaks, recompiles or failed frames.", style="good"))
+        console.print(Text(f"No problems found: no {_NONE[bool(report.expected)]}.", style="good"))
         return
     console.print(Text("Top problems, worst first:", style="title"))
     for n, p in enumerate(report.problems[:TOP_PROBLEMS], start=1):
@@ -164,6 +168,13 @@ def _render_guide(report: Report, console: Console, target: str, full: bool) -> 
         console.print(
             Text(f"Every view, whole: {clean(view_command('report', target))} --full", style="muted")
         )
+
+
+# What "no problems" covers, without and with expected recompiles listed (core/analysis/expected.py)
+_NONE = (
+    "graph breaks, recompiles or failed frames",
+    "graph breaks, failed frames or recompiles but the expected",
+)
 
 
 _CAPTURE_OPTIONS: dict = dict(
@@ -374,7 +385,8 @@ def _markdown_overview(report: Report, full: bool, target: str) -> list[str]:
         + (f" at {_md(_where(p.where))}" if p.where else "")
         + (f": {_md(p.detail)}" if p.detail else "")
         for n, p in enumerate(problems, start=1)
-    ] or ["None: no graph breaks, recompiles or failed frames."]
+    ] or [f"None: no {_NONE[bool(report.expected)]}."]
+    lines += [f"- Expected, not a problem: {_md(e.title)}: {_md(e.detail)}" for e in report.expected]
     if len(report.problems) > len(problems):
         more = len(report.problems) - len(problems)
         command = _md_code(f"tcx report {shlex.quote(target)} --format markdown --full")

@@ -13,7 +13,14 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.analysis.shape_facts import CompileShapes, Dim, Specialization, UserLine, marked_dynamic
+from tcx.core.analysis.shape_facts import (
+    CompileShapes,
+    Dim,
+    Specialization,
+    UserLine,
+    marked_dynamic,
+    tied_sizes,
+)
 
 if TYPE_CHECKING:
     from tcx.core.model import RunModel
@@ -53,6 +60,7 @@ class RemedyContext:
     limit: dict[str, Any]
     shapes: dict[str, CompileShapes]
     states: dict[str, dict[str, str]] = field(default_factory=dict)  # entry -> its global-state values
+    shape_guards: dict[str, list[str]] = field(default_factory=dict)  # entry -> its symbolic-shape guards
 
     def dynamic_setting(self, compile_id: str | None) -> str | None:
         """ "True", "False" or None: the `dynamic=` the frame was compiled with, read from torch's own
@@ -84,6 +92,8 @@ def explain_call(call: Call, ctx: RemedyContext) -> None:
         return
     g = call.failed_guards[0]
     call.cause = CAUSES.get(g.kind, CAUSES["other"])
+    if set_on_first_call(g) is not None:
+        call.cause = "attribute set on the first call"
     call.expected = expected_reason(call, g, ctx)
     if g.kind == "shape":
         call.cause, call.remedy = _shape(call, g, ctx)
@@ -132,8 +142,8 @@ def _seen(call: Call, g: FailedGuard, calls: list[Call]) -> str:
     seen = set(_dim_values(calls, call.function, g.arg, g.dim))
     for c in calls:  # an attribute (a buffer) is not an argument: its sizes are in the failing guards
         if c.function == call.function:
-            for f in c.failed_guards:
-                if (f.arg, f.dim) == (g.arg, g.dim):
+            for f in c.failed_guards:  # size guards only: a stride guard's values are strides
+                if (f.kind, f.arg, f.dim) == ("shape", g.arg, g.dim):
                     seen |= {int(v) for v in (f.expected, f.actual) if v is not None and v.isdigit()}
     return f" (seen: {', '.join(map(str, sorted(seen)))})" if len(seen) > 1 else ""
 
@@ -178,6 +188,12 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
             f"{head} {fn} is compiled with dynamic=True, yet torch logged no symbol for this size in "
             f"entry {g.entry}; run with TORCH_LOGS=dynamic to see where it was specialized."
         )
+    tied = tied_sizes(
+        dim, [*ctx.shape_guards.get(call.compile_id or "", []), *ctx.shape_guards.get(g.entry, [])]
+    )
+    call.tied = [(d.arg, d.dim) for d in tied if d.dim is not None]
+    if tied and dynamic != "False":
+        return CAUSES["shape"], _tied_remedy(call, g, head, [dim, *tied])
     mark = (
         f"torch._dynamo.mark_dynamic({g.arg}, {g.dim}) (or maybe_mark_dynamic({g.arg}, {g.dim}) if it may "
         "stay static)"
@@ -193,6 +209,25 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
         lead = " To fix it,"
     return CAUSES["shape"], (
         f"{head}{lead} mark it dynamic before the first call: {mark}, or compile with dynamic=True."
+    )
+
+
+def _tied_remedy(call: Call, g: FailedGuard, head: str, dims: list[Dim]) -> str:
+    """A size that a guard ties to other arguments' sizes: dynamic=True first, or every tied size marked
+    together; never the one size alone (the others stay static and torch raises ConstraintViolationError)."""
+    fn = call.wraps or call.function
+    others = ", ".join(f"`{d.arg}` dimension {d.dim}" for d in dims[1:])
+    marks = "; ".join(f"torch._dynamo.mark_dynamic({d.arg}, {d.dim})" for d in dims)
+    once = (
+        " Dynamo then made them symbolic (automatic dynamic), so this recompile happens once."
+        if _promoted(call, g)
+        else ""
+    )
+    return (
+        f"{head} A guard of entry {call.compile_id} ties it to {others} (the entry requires them equal)."
+        f"{once} Compile {fn} with dynamic=True, or mark every tied size before the first call: {marks}. "
+        f"Marking `{g.arg}` alone leaves {others} static, and torch raises ConstraintViolationError where "
+        "the code requires the sizes to be equal."
     )
 
 
@@ -315,7 +350,37 @@ def _remedy(call: Call, g: FailedGuard, ctx: RemedyContext) -> str:
         return _state_remedy(call, g, ctx)
     if g.kind == "type":
         return f"`{g.arg}` changed type between calls: pass the same type every time."
-    return "See the failing guard; keep what it checks constant across calls."
+    first_call = set_on_first_call(g)
+    if first_call is not None:
+        return _first_call_remedy(g, first_call, ctx)
+    return f"See the failing guard{_where(g)}; keep what it checks constant across calls."
+
+
+_IS_NONE = re.compile(r"(?P<source>self(?:\.\w+)+) is None")
+
+
+def set_on_first_call(g: FailedGuard) -> tuple[str, ...] | None:
+    """The attribute path under the compiled module (`config.problem_type`) of a guard `self.<path> is None`
+    that failed because the value is set now: state the code sets on its first call (transformers sets
+    `config.problem_type` on the first call with labels). None for any other guard."""
+    m = _IS_NONE.fullmatch(g.guard.strip())
+    if m is None or g.actual in (None, "None"):
+        return None
+    return tuple(m["source"].split(".")[1:])
+
+
+def _first_call_remedy(g: FailedGuard, path: tuple[str, ...], ctx: RemedyContext) -> str:
+    from tcx.core.analysis.empty_run import compile_calls
+
+    attr = ".".join(path)
+    modules = [c for c in compile_calls(ctx.model) if c.target[:1].isupper()]  # a class: a module compiled
+    where = f" (the {modules[0].target} compiled at {modules[0].where})" if len(modules) == 1 else ""
+    return (
+        f"`self.{attr}` was None when entry {g.entry} was compiled and is {g.actual} now: the code sets it "
+        f"on the first call{_where(g)}, so the second call fails the guard. Set it before compiling, at your "
+        f"call site: `model.{attr} = {g.actual}`{where}, or make one call before torch.compile (a warm-up), "
+        "so every compiled call sees the value."
+    )
 
 
 def _state_changes(call: Call, g: FailedGuard, ctx: RemedyContext) -> list[str]:

@@ -7,6 +7,8 @@ counterpart (a remedy per failing guard) is core/analysis/recompile_remedies.py.
 
 from __future__ import annotations
 
+from typing import Any
+
 REMEDIES: list[tuple[tuple[str, ...], str]] = [
     (
         ("Data-dependent branching",),
@@ -56,6 +58,13 @@ REMEDIES: list[tuple[tuple[str, ...], str]] = [
         "Dynamo traces numpy only on tensors' numpy views, not on .numpy() results.",
     ),
     (
+        ("`_warnings.warn`",),
+        "A warnings.warn inside the compiled code: add it to "
+        "torch._dynamo.config.reorderable_logging_functions (.add(warnings.warn)) so Dynamo runs it after "
+        "the graph instead of breaking (`tcx fix` tries it), or move the warning out of the compiled "
+        "function.",
+    ),
+    (
         ("marked as skipped", "skip_files", "Attempted to inline function marked as skipped"),
         "The call goes into code Dynamo does not trace. Wrap that library call in a function decorated "
         "with @torch.compiler.disable (one clean break), or call it outside the compiled region.",
@@ -63,8 +72,10 @@ REMEDIES: list[tuple[tuple[str, ...], str]] = [
     (
         ("logging.Logger", "logging function"),
         "A logging call inside the compiled code: add that logger method to "
-        "torch._dynamo.config.ignore_logging_functions (e.g. logger.warning_once), or avoid the option "
-        "that makes the library log here (for transformers' output_attentions: attn_implementation='eager').",
+        "torch._dynamo.config.ignore_logging_functions (e.g. .add(logging.Logger.info); the call then does "
+        "not run in compiled code, so that message is not logged from there; `tcx fix` tries it), move the "
+        "log call after the compiled call, or avoid the option that makes the library log here (for "
+        "transformers' output_attentions: attn_implementation='eager').",
     ),
     (
         ("Unsupported context manager",),
@@ -86,3 +97,35 @@ def remedy_for(gb_type: str, explanation: str = "", in_library: bool = False) ->
         if any(n in haystack for n in needles):
             return text
     return LIBRARY_REMEDY if in_library else None
+
+
+# Training-step code inside the compiled region (the whole train step compiled): standard remedies, chosen
+# by the user's line that led to the break (its code) and torch's own file for the optimizer.
+BACKWARD_REMEDY = (
+    "backward() inside the compiled function: compile the model (or the forward and the loss) and call "
+    "loss.backward() outside it; AOTAutograd compiles the backward from the forward's graph. Compiled "
+    "autograd (torch._dynamo.config.compiled_autograd = True) captures backward() itself (untested here)."
+)
+OPTIMIZER_REMEDY = (
+    "optimizer.step() inside the compiled function (torch's optimizer breaks the graph on purpose here): "
+    "keep step() outside the compiled function, or compile it on its own, "
+    "`opt_step = torch.compile(optimizer.step)` then `opt_step()` after backward() (untested here)."
+)
+ZERO_GRAD_REMEDY = (
+    "optimizer.zero_grad() inside the compiled function: call it outside, before the compiled step or "
+    "after optimizer.step()."
+)
+
+
+def structural_remedy(gb_type: str, stack: list[Any]) -> str | None:
+    """The standard remedy when the break is training-step code in the compiled region: backward(),
+    optimizer.step() or zero_grad(); None otherwise. `stack`: the break's frames (innermost last)."""
+    user = [f for f in stack if f.origin == "user"]
+    code = user[-1].code if user else ""
+    if "Tensor.backward()" in gb_type or ".backward(" in code:
+        return BACKWARD_REMEDY
+    if ".zero_grad(" in code:
+        return ZERO_GRAD_REMEDY
+    if any("/torch/optim/" in f.file.replace("\\", "/") for f in stack):
+        return OPTIMIZER_REMEDY
+    return None

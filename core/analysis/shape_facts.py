@@ -49,6 +49,9 @@ class Dim:
         return f"{self.arg}.size({self.dim})" if self.dim is not None else self.arg
 
 
+_SIZE_SIDE = re.compile(r"(?P<src>\S+)\.size\(\)\[(?P<dim>\d+)\]")  # one side of a tie: `L['y'].size()[0]`
+
+
 def dim_of(source: str) -> Dim:
     """`L['x'].size()[1]` -> x dim 1; `L['model'].norm_type` -> model.norm_type (a scalar)."""
     size = guard_text.size_source(source)
@@ -189,3 +192,24 @@ def _user_line(body: dict[str, Any], interner: Interner, ev: TraceEvent) -> User
         line=line if isinstance(line, int) else None,
         code=str(last.get("loc") or ""),
     )
+
+
+def tied_sizes(dim: Dim, guards: list[str]) -> list[Dim]:
+    """The argument sizes that guards of the form `L['y'].size()[0] == L['x'].size()[0]` tie to `dim`,
+    followed from one tie to the next. Marking `dim` dynamic alone while a tied size stays static
+    makes torch raise ConstraintViolationError, so a remedy marks them together."""
+    pairs = []
+    for guard in guards:
+        sides = [_SIZE_SIDE.fullmatch(side.strip()) for side in guard.split(" == ")]
+        if len(sides) == 2 and sides[0] and sides[1]:
+            a, b = (Dim(guard_text.source_name(m["src"]), int(m["dim"])) for m in sides if m)
+            pairs.append((a, b))
+    tied, todo = [dim], [dim]
+    while todo:
+        d = todo.pop()
+        for a, b in pairs:
+            other = b if a == d else a if b == d else None
+            if other is not None and other not in tied:
+                tied.append(other)
+                todo.append(other)
+    return [d for d in tied[1:] if d.arg.isidentifier()]  # an argument the caller can mark

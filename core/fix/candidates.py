@@ -16,13 +16,17 @@ mode: training and evaluation each get an entry) is listed as expected and never
 
 The order (what `--max-runs` takes first) is the findings' cost in the baseline: each finding's
 compile seconds (`cost`, set by core/fix/verify.py from torch's compilation metrics), then its
-occurrences; a finding's first remedy comes before any finding's second.
+occurrences; a finding's first remedy comes before any finding's second. A size that a guard ties to
+other inputs' sizes (`L['Y'].size()[0] == L['X'].size()[0]`) is marked together with them, never alone,
+and `dynamic=True` comes first. The variants of one size made dynamic are one `family`: once one of them
+ran and the program failed or the finding stayed, the others use no run.
 
 Pure and torch-free: the runs are core/fix/verify.py's.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -71,7 +75,15 @@ CONFIG_RULES = (
         "capture_dynamic_output_shape_ops",
     ),
     ConfigRule(("builtin operator `print`",), "reorderable_logging_functions", add="builtins.print"),
+    # torch names `_warnings.warn` (the C function behind warnings.warn): it runs after the graph
+    ConfigRule(("`_warnings.warn`",), "reorderable_logging_functions", add="warnings.warn"),
 )
+# A logging.Logger method call: torch only offers ignore_logging_functions (the call becomes a no-op under
+# compile: the message is not logged from compiled code), for the method the break's line calls.
+LOGGER_BREAK = "logging.Logger method not supported"
+# logging.Logger's own methods only: the fix capture resolves the name before the program runs, so a method
+# a library adds on import (transformers' warning_once) cannot be named (bench/advice.py saw it refuted)
+LOGGER_METHOD = re.compile(r"\.(debug|info|warning|warn|error|exception|critical|log)\(")
 # Breaks whose fix is a change to the program's code: what to write (None: nothing beyond the config
 # remedy), and the mechanical rewrites tried on a copy where the code has a shape they know, each
 # (site) -> Rewrite, [Rewrite, ...] in order of preference, or why not (core/fix/*rewrite*.py).
@@ -104,6 +116,8 @@ class Finding:
     dim: int | None = None
     compile_ids: tuple[str, ...] = ()  # the compiles it occurred in (a break), or caused (a recompile)
     rank: int | None = None  # a recompile's argument: its number of dimensions (for shapes_spec)
+    tied: tuple[tuple[str, int], ...] = ()  # sizes a guard ties to arg's dim: marked with it, never apart
+    guard: str | None = None  # a recompile on another guard: the guard's text (the same recompile elsewhere)
 
     def to_json(self) -> dict[str, Any]:
         site = {"file": self.file, "line": self.line, "function": self.function}
@@ -130,12 +144,17 @@ class Remedy:
     marks: list[dict[str, Any]] = field(default_factory=list)
     # the fix capture's `compile_kwargs`: {function, shapes_spec: {arg: [dims]}} added to torch.compile
     compile_kwargs: list[dict[str, Any]] = field(default_factory=list)
+    # the fix capture's `attributes`: {path, value} set on each nn.Module compiled, before it is compiled
+    attributes: list[dict[str, Any]] = field(default_factory=list)
     dynamic: bool | None = None  # RunOptions.dynamic (torch.compile(dynamic=True) for every compile)
     runnable: bool = True
     why_not_run: str | None = None
     rewrite: Rewrite | None = None  # a code remedy's rewritten file (run from a copy)
     more_compiles_expected: bool = False  # recompile_limit: more recompiles are the point, not worse
     alternative: int = 0  # 0: the first remedy of its finding; 1, 2, ...: the next ones
+    # Variants of one idea (mark_dynamic, maybe_mark_dynamic, shapes_spec of one size): once one ran and
+    # the program failed or the finding stayed, the others are not run (core/fix/verify.py).
+    family: str | None = None
     cost_s: float = 0.0  # its findings' compile seconds in the baseline (the order's basis)
 
     @property
@@ -160,7 +179,7 @@ def candidates(
         _add_break_remedy(by_change, site, missing)
     shape = _shape_recompiles(recompiles)
     for finding in shape:
-        for alternative, remedy in enumerate(_shape_remedies(finding, missing)):
+        for alternative, remedy in enumerate(_shape_remedies(finding, missing), int(bool(finding.tied))):
             remedy = by_change.setdefault(remedy.change, remedy)
             remedy.alternative = alternative
             remedy.findings.append(finding)
@@ -173,7 +192,8 @@ def candidates(
             dynamic=True,
             runnable=not already,
             why_not_run="the program already compiles with dynamic=True" if already else None,
-            alternative=3,
+            # first where sizes are tied (the marks must then name every tied size), else after the marks
+            alternative=0 if any(f.tied for f in shape) else 3,
         )
     for finding in _symbolic_recompiles(recompiles):
         call = f"torch._dynamo.mark_static({finding.arg}, {finding.dim})"
@@ -194,6 +214,11 @@ def candidates(
             more_compiles_expected=True,
         )
         by_change.setdefault(change, remedy)
+    for finding, path, value in _first_call_recompiles(recompiles):
+        change = f"model.{'.'.join(path)} = {value!r}  # before torch.compile(model)"
+        attribute = {"path": list(path), "value": value}
+        remedy = by_change.setdefault(change, Remedy("config", change, [], attributes=[attribute]))
+        remedy.findings.append(finding)
     if compile_error:
         by_change["suppress_errors"] = _suppress_errors(compile_error)
     expected = _expected(recompiles)
@@ -240,18 +265,26 @@ def order(remedies: list[Remedy]) -> list[Remedy]:
 
 
 def _shape_remedies(finding: Finding, missing: dict[str, str]) -> list[Remedy]:
-    """The per-argument remedies of one size recompile, in the order they are tried."""
+    """The per-argument remedies of one size recompile, in the order they are tried: one idea (this size
+    dynamic), so they share a `family`. Sizes a guard ties to it are marked with it, in one remedy."""
     arg, dim, function = finding.arg, finding.dim, finding.function
+    family = f"{function}:{arg}:{dim}"
     remedies = []
     for how, call in (("dynamic", "mark_dynamic"), ("maybe", "maybe_mark_dynamic")):
-        change = f"torch._dynamo.{call}({arg}, {dim})  # before each call of {function}"
-        mark = {"function": function, "arg": arg, "dim": dim, "how": how}
-        remedies.append(_unavailable(Remedy("dynamism", change, [], marks=[mark]), call, missing))
+        sizes = [(arg, dim), *finding.tied]
+        change = "; ".join(f"torch._dynamo.{call}({a}, {d})" for a, d in sizes)
+        change += f"  # before each call of {function}"
+        marks = [{"function": function, "arg": a, "dim": d, "how": how} for a, d in sizes]
+        remedy = Remedy("dynamism", change, [], marks=marks, family=family)
+        remedies.append(_unavailable(remedy, call, missing))
+    if finding.tied:  # shapes_spec of every tied argument needs each one's rank: the marks say the same
+        return remedies
     rank = finding.rank or 0
     dims = ", ".join(f'ShapeVar("{arg}_{i}")' if i == dim else "STATIC" for i in range(rank))
     change = f'torch.compile({function}, shapes_spec={{"{arg}": TensorSpec([{dims}])}})'
     kwargs = {"function": function, "shapes_spec": {arg: {"rank": rank, "dynamic": [dim]}}}
-    spec = _unavailable(Remedy("dynamism", change, [], compile_kwargs=[kwargs]), "shapes_spec", missing)
+    spec = Remedy("dynamism", change, [], compile_kwargs=[kwargs], family=family)
+    spec = _unavailable(spec, "shapes_spec", missing)
     if not finding.rank and spec.runnable:
         spec.runnable, spec.why_not_run = False, f"the rank of {arg} was not recorded"
     return [*remedies, spec]
@@ -292,7 +325,8 @@ def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: di
         len(site.occurrences),
         compile_ids=compile_ids,
     )
-    for rule in CONFIG_RULES:
+    logger_rule = _logger_rule(site) if LOGGER_BREAK in text else None
+    for rule in [logger_rule] if logger_rule else CONFIG_RULES:
         if any(n in text for n in rule.needles):
             remedy = by_change.setdefault(
                 rule.change(), Remedy("config", rule.change(), [], config=[rule.spec()])
@@ -319,6 +353,19 @@ def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: di
             remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
             remedy.findings.append(finding)
         return
+
+
+def _logger_rule(site: BreakSite) -> ConfigRule | None:
+    """ignore_logging_functions for the logging.Logger method the break's line calls (`logger.info(`)."""
+    frame = site.user_stack[-1] if site.user_stack else None
+    code = frame.code if frame else ""
+    if not code:
+        read = source_file.read(site.file, site.line)
+        code = read.lines[site.line - 1] if not isinstance(read, str) and site.line else ""
+    m = LOGGER_METHOD.search(code)
+    if m is None:
+        return None
+    return ConfigRule((LOGGER_BREAK,), "ignore_logging_functions", add=f"logging.Logger.{m.group(1)}")
 
 
 def _bounded(rewriter: Any, site: BreakSite) -> Rewrite | list[Rewrite] | str:
@@ -360,6 +407,7 @@ def _shape_recompiles(report: RecompileReport) -> list[Finding]:
             dim,
             tuple(c.compile_id for c in calls if c.compile_id),
             _rank(calls[0], arg),
+            tuple(dict.fromkeys(t for c in calls for t in c.tied)),
         )
         for (function, arg, dim), calls in seen.items()
     ]
@@ -396,6 +444,44 @@ def _symbolic_recompiles(report: RecompileReport) -> list[Finding]:
             tuple(c.compile_id for c, _ in pairs if c.compile_id),
         )
         for (function, arg, dim), pairs in seen.items()
+    ]
+
+
+def _first_call_recompiles(report: RecompileReport) -> list[tuple[Finding, tuple[str, ...], Any]]:
+    """Each recompile on `self.<path> is None` where the value is set now (state the code sets on the first
+    call), with the value to set before compiling: a Python literal, as the guard failure printed it."""
+    import ast
+
+    from tcx.core.analysis.recompile_remedies import set_on_first_call
+
+    seen: dict[str, tuple[list[Any], tuple[str, ...], Any]] = {}
+    for call in report.calls:
+        guard = call.failed_guards[0] if call.outcome == "recompile" and call.failed_guards else None
+        path = set_on_first_call(guard) if guard else None
+        if guard is None or path is None:
+            continue
+        try:
+            value = ast.literal_eval(guard.actual or "")
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            continue
+        if isinstance(value, (str, int, float, bool)):
+            seen.setdefault(guard.guard, ([], path, value))[0].append((call, guard))
+    return [
+        (
+            Finding(
+                "recompile",
+                f"attribute set on the first call: {text}",
+                pairs[0][1].file or pairs[0][0].file,
+                pairs[0][1].line or pairs[0][0].line,
+                pairs[0][0].function,
+                len(pairs),
+                compile_ids=tuple(c.compile_id for c, _ in pairs if c.compile_id),
+                guard=text,
+            ),
+            path,
+            value,
+        )
+        for text, (pairs, path, value) in seen.items()
     ]
 
 
@@ -445,6 +531,11 @@ def recompile_matches(finding: Finding, report: RecompileReport) -> bool:
     guard (a size, or a symbolic size); a recompile limit: the function still fell back to eager."""
     if finding.kind == "recompile_limit":
         return any(c.function == finding.function for c in report.eager_calls)
+    if finding.guard is not None:  # a recompile on another guard: the same guard failed again
+        return any(
+            c.outcome == "recompile" and c.failed_guards and c.failed_guards[0].guard == finding.guard
+            for c in report.calls
+        )
     symbolic = finding.what.startswith("guard on")
     found = _symbolic_recompiles(report) if symbolic else _shape_recompiles(report)
     return any((f.function, f.arg, f.dim) == (finding.function, finding.arg, finding.dim) for f in found)

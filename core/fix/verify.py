@@ -119,9 +119,29 @@ class Run:
         program = self.model.status.program
         if not program.failed:
             return None
-        first = str(program.message or "").strip().splitlines()[:1]
-        detail = ": ".join(str(p) for p in (program.exc_type, *first) if p)
-        return program.status + (f" ({detail[:200]})" if detail else "")
+        reason = whole_reason(str(program.message or ""))
+        detail = ": ".join(str(p) for p in (program.exc_type, reason) if p)
+        return program.status + (f" ({detail[:REASON_CHARS]})" if detail else "")
+
+
+REASON_CHARS = 1200  # torch's whole reason for a failed re-run, bounded
+
+
+def whole_reason(message: str) -> str:
+    """torch's reason, whole: the first line, the lines that say what was violated (ConstraintViolationError
+    lists them as "  - ..."), and the user line torch names under "User stack:" (its last frame and code)."""
+    lines = [ln.rstrip() for ln in message.strip().splitlines()]
+    if not lines:
+        return ""
+    out = [lines[0].strip()] + [ln.strip() for ln in lines[1:] if ln.lstrip().startswith("- ")]
+    if "User stack:" in lines:
+        stack = lines[lines.index("User stack:") + 1 :]
+        frames = [i for i, ln in enumerate(stack) if ln.lstrip().startswith('File "')]
+        if frames:
+            at = frames[-1]
+            code = stack[at + 1].strip() if at + 1 < len(stack) else ""
+            out.append(f"at {stack[at].strip()}" + (f": {code}" if code else ""))
+    return " ".join(out)
 
 
 @dataclass(frozen=True)
@@ -209,10 +229,16 @@ def fix(
                 outcome.remedy.why_not_run or f"not run: the baseline run failed ({baseline.failed})"
             )
         return FixReport(baseline, outcomes, None, max_runs, runs_in=runs_in)
+    refuted: dict[str, int] = {}  # a family of variants -> the remedy number that refuted the idea
     for index, outcome in enumerate(outcomes):
         remedy = outcome.remedy
         if not remedy.runnable:
             outcome.why_not.append(remedy.why_not_run or "not run")
+            continue
+        if remedy.family in refuted:
+            outcome.why_not.append(
+                f"not run: a variant of #{refuted[remedy.family]} (the same size made dynamic), which failed"
+            )
             continue
         if stopped or runs >= max_runs:
             outcome.why_not.append(
@@ -221,6 +247,8 @@ def fix(
             continue
         runs += 1
         _try(runner, workdir, f"remedy-{index + 1}", remedy, baseline, outcome)
+        if remedy.family and _idea_refuted(outcome):
+            refuted[remedy.family] = index + 1
         stopped = bool(outcome.after_run and outcome.after_run.interrupted)
     if stopped:
         return FixReport(baseline, outcomes, None, max_runs, runs_in=runs_in)
@@ -236,6 +264,13 @@ def fix(
         report.combined = Outcome(together)
         _try(runner, workdir, "combined", together, baseline, report.combined)
     return report
+
+
+def _idea_refuted(outcome: Outcome) -> bool:
+    """The re-run refuted the idea, not just this variant: the program failed, or the finding stayed."""
+    return outcome.ran and any(
+        w.startswith(("the program failed", "the finding stayed")) for w in outcome.why_not
+    )
 
 
 def _cost_s(model: RunModel, findings: list[Finding]) -> float:
@@ -335,6 +370,7 @@ def _run(runner: Runner, workdir: Path, name: str, remedy: Remedy | None, *, bas
         "config": remedy.config if remedy else [],
         "marks": remedy.marks if remedy else [],
         "compile_kwargs": remedy.compile_kwargs if remedy else [],
+        "attributes": remedy.attributes if remedy else [],
         "outputs": str(outputs),
         "seed": SEED,
     }
@@ -447,6 +483,7 @@ def _combine(remedies: list[Remedy]) -> Remedy:
         config=[c for r in remedies for c in r.config],
         marks=[m for r in remedies for m in r.marks],
         compile_kwargs=[k for r in remedies for k in r.compile_kwargs],
+        attributes=[a for r in remedies for a in r.attributes],
         dynamic=dynamic,
         rewrite=next((r.rewrite for r in remedies if r.rewrite), None),
         more_compiles_expected=any(r.more_compiles_expected for r in remedies),

@@ -445,7 +445,7 @@ RECORDER_EVENTS: dict[str, Obj] = {
     "graph_break": Obj(
         gb_type=OSTR, gb_id=OSTR, frame=OSTR, frame_file=OSTR, reason=OSTR, user_stack=Seq(USER_FRAME)
     ),
-    "compile_call": Obj(asked=DICT, used=DICT, target=OSTR),
+    "compile_call": Obj(asked=DICT, used=DICT, target=OSTR, file=OSTR, line=OINT),
     "compile_seen": Obj(required=("compile_id",)),
     "call": Obj(index=INT, function=OSTR, args=Seq(STR), kwargs=Map(STR)),  # "8x16:float32"
     "log": Obj(logger=OSTR, level=OSTR, message=OSTR),

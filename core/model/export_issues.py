@@ -465,6 +465,12 @@ def suggest(
     if cond and issue.result == "False":  # export assumed it does not hold: that is what to check
         cond = negated(cond)
     origins = _symbol_origins(issue.expr or "", ctx, issue.line)
+    names = _user_names(issue.expr or "", ctx)
+    if cond and names:  # the user's own names for torch's symbols: `torch._check(k > 2)`, not `u0 > 2`
+        cond = re.sub(r"\b(" + "|".join(map(re.escape, names)) + r")\b", lambda m: names[m.group()], cond)
+        origins = origins.replace(" is `", " from `")
+        for sym, name in names.items():
+            origins = re.sub(rf"\b{re.escape(sym)} from", f"{name} from", origins)
     if issue.kind == "data-dependent branch":
         text = (
             f"`{code or 'this condition'}` branches on a value computed from tensor data, which export "
@@ -479,7 +485,7 @@ def suggest(
     if issue.kind == "data-dependent guard":
         check = f"torch._check({cond})" if cond else "torch._check(...)"
         text = f"tell export what holds for the data-dependent value{at}: {check}"
-        symbols = symbols_in(cond or "")
+        symbols = [names.get(sym, sym) for sym in symbols_in(issue.expr or "")]
         if cond and symbols and re.search(r"(>= 0|< 0|>= 1|< 1)$", cond):
             text += f" (for a size, torch._check_is_size({symbols[0]}))"
         return text + (f" ({origins})" if origins else "") + "."
@@ -603,6 +609,19 @@ def _symbol_origins(expr: str, ctx: Context, line: int | None) -> str:
         if made and made.get("line") and made.get("line") != line:
             parts.append(f"{sym} is `{_code(str(made.get('code') or ''))}`, line {made['line']}")
     return "; ".join(parts)
+
+
+def _user_names(expr: str, ctx: Context) -> dict[str, str]:
+    """torch's data-dependent symbols of `expr` -> the name the user's code gave each (`u0` -> `k` for
+    `k = n.item()`); empty unless every symbol was assigned to a plain name."""
+    names = {}
+    for sym in symbols_in(expr):
+        made = ctx.unbacked.get(sym) or {}
+        m = re.match(r"\s*([A-Za-z_]\w*)\s*=[^=]", _code(str(made.get("code") or "")))
+        if m is None:
+            return {}
+        names[sym] = m.group(1)
+    return names
 
 
 def _pinning_guard(expr: str, ctx: Context) -> dict[str, str] | None:

@@ -12,6 +12,7 @@ import functools
 import inspect
 import logging
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -413,11 +414,20 @@ def override_compile(
             kwargs["mode"] = mode
         if dynamic is not None:
             kwargs["dynamic"] = dynamic
-        on_call({"asked": asked, "used": {k: _short(v) for k, v in kwargs.items()}, "target": _short(model)})
+        used = {k: _short(v) for k, v in kwargs.items()}
+        on_call({"asked": asked, "used": used, "target": _short(model), **_caller()})
         return original(model, **kwargs)
 
     torch.compile = compile
     return None
+
+
+def _caller() -> dict[str, Any]:
+    """The file and line of the program's `torch.compile(...)` call (the first frame outside this module)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back  # type: ignore[assignment]
+    return {"file": frame.f_code.co_filename, "line": frame.f_lineno} if frame is not None else {}
 
 
 def _short(value: Any) -> str:

@@ -9,6 +9,8 @@ The `fix=SPEC.json` capture runs before the program starts. SPEC says what to ap
 - `compile_kwargs`: keyword arguments added to the `torch.compile` call of a named function; today
   `shapes_spec` ({arg: {rank, dynamic: [dims]}}: those dims a `ShapeVar`, the others `STATIC`), where
   the installed torch.compile takes it (`missing_remedies` says which remedies this torch lacks);
+- `attributes`: attributes set on each nn.Module passed to torch.compile, before it is compiled
+  ({path: ["config", "problem_type"], value}: state the program's library sets on the first call);
 - `outputs`: a file where the outputs of every outermost call of a compiled callable are written
   (tensors detached, on the CPU) when the program ends, so the parent compares runs;
 - `seed`: `torch.manual_seed` and `random.seed` before the program starts, so two runs of a program
@@ -69,7 +71,8 @@ def install(writer: RecordingWriter, argument: str | None = None) -> str | None:
     STATE.marks = list(spec.get("marks") or [])
     STATE.outputs_path = spec.get("outputs")
     compile_kwargs = list(spec.get("compile_kwargs") or [])
-    problems = [p for p in (_missing_marks(STATE.marks), _wrap_compile(compile_kwargs)) if p]
+    attributes = list(spec.get("attributes") or [])
+    problems = [p for p in (_missing_marks(STATE.marks), _wrap_compile(compile_kwargs, attributes)) if p]
     wrapped = None
     if STATE.marks or STATE.outputs_path:
         wrapped = wrap_compiled_functions(
@@ -120,11 +123,12 @@ def _missing_marks(marks: list[dict[str, Any]]) -> str | None:
     return f"not available on torch {torch.__version__}: {', '.join(lacking)}" if lacking else None
 
 
-def _wrap_compile(items: list[dict[str, Any]]) -> str | None:
-    """Add each item's keyword arguments to the torch.compile call of its function (by name)."""
-    if not items:
+def _wrap_compile(items: list[dict[str, Any]], attributes: list[dict[str, Any]] | None = None) -> str | None:
+    """Add each item's keyword arguments to the torch.compile call of its function (by name), and set
+    the `attributes` on each nn.Module compiled (or the module of a compiled bound method)."""
+    if not items and not attributes:
         return None
-    if "shapes_spec" in missing_remedies():
+    if items and "shapes_spec" in missing_remedies():
         return missing_remedies()["shapes_spec"]
     by_name = {str(i["function"]): i for i in items}
     original = torch.compile
@@ -133,6 +137,10 @@ def _wrap_compile(items: list[dict[str, Any]]) -> str | None:
     def compile(model: Any = None, **kwargs: Any) -> Any:
         if model is None:  # `@torch.compile(...)`: applied when it gets its function
             return lambda fn: compile(fn, **kwargs)
+        owner = model if isinstance(model, torch.nn.Module) else getattr(model, "__self__", None)
+        if isinstance(owner, torch.nn.Module):
+            for attribute in attributes or []:
+                _set_attribute(owner, attribute)
         item = by_name.get(getattr(getattr(model, "__code__", None), "co_name", None) or "")
         if item and item.get("shapes_spec"):
             kwargs["shapes_spec"] = _shapes_spec(item["shapes_spec"])
@@ -140,6 +148,18 @@ def _wrap_compile(items: list[dict[str, Any]]) -> str | None:
 
     torch.compile = compile
     return None
+
+
+def _set_attribute(module: torch.nn.Module, attribute: dict[str, Any]) -> None:
+    """`module.<path> = value` where every object along the path exists (else nothing is set)."""
+    *parents, last = [str(p) for p in attribute["path"]]
+    obj: Any = module
+    for name in parents:
+        obj = getattr(obj, name, None)
+        if obj is None:
+            return
+    if hasattr(obj, last):
+        setattr(obj, last, attribute["value"])
 
 
 def _shapes_spec(spec: dict[str, Any]) -> Any:
@@ -165,8 +185,7 @@ def _assign(item: dict[str, Any]) -> dict[str, Any]:
             done["error"] = f"{item['module']}.{name} does not exist on torch {torch.__version__}"
             return done
         if "add" in item:
-            owner, _, attr = str(item["add"]).rpartition(".")
-            fn = getattr(importlib.import_module(owner), attr)
+            fn = _resolve(str(item["add"]))
             current = getattr(config, name)
             if isinstance(current, set):
                 current.add(fn)
@@ -178,6 +197,20 @@ def _assign(item: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:  # a remedy that cannot be applied says so; the run goes on without it
         done["error"] = f"{type(exc).__name__}: {exc}"
     return done
+
+
+def _resolve(dotted: str) -> Any:
+    """`warnings.warn`, `logging.Logger.info`: the longest importable module prefix, then attributes."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            obj: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            obj = getattr(obj, attr)
+        return obj
+    raise ImportError(f"no module in {dotted!r}")
 
 
 def _wrap_compiled(compiled: Callable[..., Any], fn: Any) -> Callable[..., Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tcx.core.analysis.empty_run import compiled_nothing, empty_run_text
 from tcx.core.analysis.log_consistency import disagreements
 from tcx.core.budgets import BUDGETS, Budget
 from tcx.core.errors import EXIT_BUDGET, EXIT_INPUT, EXIT_OK, EXIT_TARGET, UsageError
@@ -78,6 +79,10 @@ class CheckResult:
     # Facts torch logged twice that disagree (core/analysis/log_consistency.py: records taken out of the log,
     # or a log cut in the middle of a compile): what is missing is unknown, so the check does not pass.
     inconsistent: list[str] = field(default_factory=list)
+    # The run compiled nothing (core/analysis/empty_run.py): its counts of 0 are "not seen", not "clean",
+    # so the check fails (exit 1) unless --allow-empty said an empty run is fine (`empty_allowed`).
+    empty: str | None = None
+    empty_allowed: bool = False
 
     @property
     def failed(self) -> list[Verdict]:
@@ -92,15 +97,17 @@ class CheckResult:
             or self.unreadable
             or self.not_as_program
             or self.inconsistent
+            or (self.empty and not self.empty_allowed)
         )
 
     @property
     def exit_code(self) -> int:
-        """3 when the program did not finish; 1 when a budget is exceeded; else 4 when part of the
-        run was not observed or not readable, or the run did not compile as the program does."""
+        """3 when the program did not finish; 1 when a budget is exceeded or nothing compiled (without
+        --allow-empty); else 4 when part of the run was not observed or not readable, or the run did not
+        compile as the program does."""
         if self.failure:
             return EXIT_TARGET
-        if self.failed or self.worse_than_baseline:
+        if self.failed or self.worse_than_baseline or (self.empty and not self.empty_allowed):
             return EXIT_BUDGET
         incomplete = self.not_observed or self.unreadable or self.inconsistent
         return EXIT_INPUT if incomplete or self.not_as_program else EXIT_OK
@@ -125,13 +132,15 @@ def evaluate(
     budgets: dict[str, float],
     warm: dict[str, float] | None = None,
     accepted: dict[str, str] | None = None,
+    allow_empty: bool = False,
 ) -> CheckResult:
     """Each budget against the program's count plus its child processes' (core/run/observed.py).
 
     `warm`: the warm run's `compile_seconds` and `cache_miss_count` (core/views/cache.py), which
     the warm-start budgets (judged_on "warm" in core/budgets.py) are judged on. `accepted`: the settings
     the user chose for this check (`--backend eager`): a run that used them instead of the
-    program's own is judged; any other override fails the check (exit 4)."""
+    program's own is judged; any other override fails the check (exit 4). A run that compiled nothing
+    fails (exit 1) unless `allow_empty`."""
     children = ex.model.status.children
     function = None if ex.selection.whole_run else ex.selection.function
     known = {(str(s.gb_type), str(s.file), str(s.line)) for s in ex.sites}
@@ -166,7 +175,18 @@ def evaluate(
         inconsistent=disagreements(ex.model),
         not_as_program=[o.text for o in conditions.overrides if (accepted or {}).get(o.key) != o.used],
         failure=failure(ex.model),
+        empty=empty_run(ex),
+        empty_allowed=allow_empty,
     )
+
+
+def empty_run(ex: Explanation) -> str | None:
+    """What check says of a run that compiled nothing (no torch.compile'd frame, no torch.export call):
+    the torch.compile calls whose result never ran. None when something compiled."""
+    m = ex.model
+    if m.exports or m.aoti_compiles or not compiled_nothing(m, ex.selection):
+        return None
+    return empty_run_text(m)
 
 
 def causes(ex: Explanation, count: str) -> list[Cause]:

@@ -9,7 +9,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.analysis.remedies import LIBRARY_REMEDY, remedy_for
+from tcx.core.analysis.remedies import LIBRARY_REMEDY, remedy_for, structural_remedy
 from tcx.core.analysis.restarts import Restart, restarts
 from tcx.core.model import Compile, Frame, GraphBreak, Recompile, RunModel, resume_target
 from tcx.core.model.frame_names import decorated_names, frame_name
@@ -196,6 +196,9 @@ def _rank_by_measured_cost(model: RunModel, selection: Selection, sites: list[Br
 
 
 def _suggestion(b: GraphBreak, in_library: bool) -> str | None:
+    structural = structural_remedy(b.gb_type, b.user_stack)  # backward()/step()/zero_grad() compiled
+    if structural:
+        return structural
     found = [remedy_for(b.gb_type, b.explanation + "\n" + b.debug_context, in_library)]
     found += [remedy_for(t, "", False) for t, _ in b.caused]
     if in_library:  # the user cannot edit the library's line: say how to fence it off

@@ -115,6 +115,9 @@ class Call:
     wraps: str | None = None  # the callable the program compiled, when `function` is a frame around it
     promotions: list[Promotion] = field(default_factory=list)  # dims made symbolic by this compile
     expected: str | None = None  # why this recompile is expected, not a problem (grad mode: train and eval)
+    tied: list[tuple[str, int]] = field(
+        default_factory=list
+    )  # (arg, dim) a size guard ties to the failed size
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -305,7 +308,9 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     entries = _entries(model, calls, names, guards, promotions, selection, dropped_by_entry if live else None)
     _attach_promotions(calls, entries)
     states = {cid: g.get("state", {}) for cid, g in guards.items()}
-    ctx = RemedyContext(model, calls, limit, shape_facts(model), states)
+    ctx = RemedyContext(
+        model, calls, limit, shape_facts(model), states, {c: g["shape"] for c, g in guards.items()}
+    )
     for call in calls:
         explain_call(call, ctx)
     what_ifs = [_what_if(e, names) for e in captured.of("what_if")]

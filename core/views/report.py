@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from tcx.core.analysis.expected import Expected, split_recompiles
 from tcx.core.model import RunModel
 from tcx.core.model.frame_names import frame_name
 from tcx.core.selection import Selection, whole_run
@@ -134,6 +135,7 @@ class Report:
     failures: dict[str, str] = field(default_factory=dict)
     cost: Any = None  # core/views/cost.Cost when the recording holds a cost measurement (`tcx cost`)
     guide: list[ViewGuide] = field(default_factory=list)  # one per view section, in reading order
+    expected: list[Expected] = field(default_factory=list)  # listed apart from the problems, never ranked
 
     @functools.cached_property
     def docs(self) -> dict[str, dict[str, Any]]:
@@ -193,6 +195,7 @@ def build_report(model: RunModel, selection: Selection | None = None) -> Report:
         compile_time_s=phase_totals(model, selection),
         cost=cost,
         guide=_guide(model, selection, ex, views, failures, pipeline),
+        expected=split_recompiles(ex.recompile_count, getattr(views.get("recompiles"), "calls", [])).expected,
     )
 
 
@@ -421,15 +424,10 @@ def _problems(ex: Explanation, recompiles: RecompileReport | None) -> list[Probl
                 f"{s.file}:{s.line}",
             )
         )
-    if ex.recompile_count:
-        calls = recompiles.calls if recompiles else []
-        causes = [c for c in calls if c.outcome == "recompile" and c.cause]
-        detail = "; ".join(dict.fromkeys(f"{c.cause}: {c.remedy or ''}".strip(": ") for c in causes))
-        out.append(
-            Problem(
-                3, "recompiles", f"{ex.recompile_count} recompile(s)", detail or "see the recompiles view"
-            )
-        )
+    split = split_recompiles(ex.recompile_count, recompiles.calls if recompiles else [])
+    if split.count:  # expected recompiles (grad mode: train and eval) are Report.expected, never ranked
+        detail = "; ".join(split.causes) or "see the recompiles view"
+        out.append(Problem(3, "recompiles", f"{split.count} recompile(s)", detail))
     status = ex.model.status.program
     if status.failed:
         out.append(Problem(0, "program", f"the program ended: {status.status}", str(status.message or "")))
@@ -444,6 +442,7 @@ def to_json(report: Report) -> dict[str, Any]:
         "compile_time_s": report.compile_time_s,
         "problems": [p.to_json() for p in report.problems],
         "guide": [g.to_json() for g in report.guide],
+        "expected": [e.to_json() for e in report.expected],
         "views": report.docs,
         "cost": _cost_json(report),
     }

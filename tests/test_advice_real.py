@@ -1,0 +1,340 @@
+"""Advice a user can act on, on programs shaped like real models (issue 35's defects, one test each).
+
+Each program is recorded once per session (conftest.shared_run) and its views re-render the saved
+recording; the truth is torch's own log of the same run, or a plain run with the remedy applied by hand.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import PROGRAMS, REPO, read_torch_trace, run_tcx, shared_run
+
+pytestmark = [pytest.mark.torch]
+
+GENERATE = str(PROGRAMS / "models" / "generate_uncompiled.py")
+
+
+def generate_recording() -> str:
+    """`torch.compile(model)` then `compiled.generate()`: nothing compiles (eager: no kernel matters)."""
+    run = shared_run("explain", GENERATE, "--backend", "eager", save=True).ok()
+    return str(run.recording)
+
+
+def test_explain_names_the_compile_call_whose_result_never_ran() -> None:
+    run = shared_run("explain", GENERATE, "--backend", "eager", save=True).ok()
+    text = " ".join(run.stdout.split())
+    assert "Nothing was compiled: torch.compile(TinyLM) at " in text
+    assert "generate_uncompiled.py:27 returned a compiled callable that was never called" in text
+
+
+def test_check_fails_a_run_that_compiled_nothing() -> None:
+    recording = generate_recording()
+    proc = run_tcx(
+        "check", recording, "--max-graph-breaks", "0", "--max-recompiles", "0", "--backend", "eager"
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "FAIL Nothing was compiled: torch.compile(TinyLM) at" in out
+    assert "check failed: nothing compiled" in out and "check passed" not in out
+
+    doc = json.loads(
+        run_tcx(
+            "check", recording, "--max-graph-breaks", "0", "--backend", "eager", "--format", "json"
+        ).stdout
+    )
+    assert doc["passed"] is False and doc["compile_count"] == 0
+    assert doc["compiled_nothing"]["allowed"] is False and "TinyLM" in doc["compiled_nothing"]["text"]
+
+    github = run_tcx(
+        "check", recording, "--max-graph-breaks", "0", "--backend", "eager", "--format", "github"
+    )
+    assert github.returncode == 1
+    assert "::error file=fixtures/programs/models/generate_uncompiled.py,line=27," in github.stdout
+
+    sarif = json.loads(
+        run_tcx(
+            "check", recording, "--max-graph-breaks", "0", "--backend", "eager", "--format", "sarif"
+        ).stdout
+    )
+    (result,) = [r for r in sarif["runs"][0]["results"] if r["ruleId"] == "tcx/nothing-compiled"]
+    assert result["locations"][0]["physicalLocation"]["region"]["startLine"] == 27
+
+
+def test_allow_empty_passes_a_run_that_compiled_nothing_and_says_so() -> None:
+    proc = run_tcx(
+        "check", generate_recording(), "--max-graph-breaks", "0", "--backend", "eager", "--allow-empty"
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = " ".join(proc.stdout.split())
+    assert "ok Nothing was compiled" in out and "(allowed by --allow-empty)" in out
+    assert out.rstrip().endswith("check passed")
+
+
+NANO = str(PROGRAMS / "models" / "nano_train_eval.py")
+
+
+def nano_recording() -> tuple[str, object]:
+    """nanoGPT-style train and eval of one compiled model (eager backend), with torch's log of the run."""
+    run = shared_run("recompiles", NANO, "--backend", "eager", "--format", "json", save=True, trace=True).ok()
+    return str(run.recording), run.torch_trace
+
+
+def test_the_grad_mode_recompile_is_listed_as_expected_never_as_a_top_problem() -> None:
+    from conftest import read_torch_trace
+
+    recording, trace = nano_recording()
+    assert read_torch_trace(trace).recompiles == 1  # torch: train and eval, one recompile
+    proc = run_tcx("report", recording, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["views"]["explain"]["recompile_count"] == 1
+    assert [p for p in doc["problems"] if p["kind"] == "recompiles"] == []
+    [expected] = doc["expected"]
+    assert expected["title"] == "forward recompiled (0/1)" and expected["detail"].startswith("grad mode")
+
+    text = " ".join(run_tcx("report", recording, "--format", "text").stdout.split())
+    assert "Top problems" not in text
+    assert "Expected, not a problem: forward recompiled (0/1): grad mode" in text
+    assert "No problems found: no graph breaks, failed frames or recompiles but the expected." in text
+    markdown = run_tcx("report", recording, "--format", "markdown").stdout
+    assert "- Expected, not a problem: forward recompiled (0/1): grad mode" in markdown
+
+
+# ------------------------------------------------------------------ inputs that share a dimension
+
+SHARED = PROGRAMS / "models" / "shared_batch_step.py"
+# the program with the advice tcx used to print applied by hand: X's batch dimension marked alone
+MARK_X_ALONE = """
+import runpy, sys, torch
+_compile = torch.compile
+def compile(fn=None, **kwargs):
+    kwargs["backend"] = "eager"
+    inner = _compile(fn, **kwargs)
+    def call(X, Y):
+        torch._dynamo.mark_dynamic(X, 0)
+        return inner(X, Y)
+    return call
+torch.compile = compile
+runpy.run_path(sys.argv[1], run_name="__main__")
+"""
+
+
+@pytest.fixture(scope="module")
+def shared_fix(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+    from fix_runs import fix_json
+
+    logs = tmp_path_factory.mktemp("shared_fix") / "logs"
+    return fix_json(SHARED, logs, "--backend", "eager", "--max-runs", "2"), logs
+
+
+def test_a_size_tied_to_another_input_is_never_advised_marked_alone() -> None:
+    from conftest import torch_trace_records
+
+    run = shared_run(
+        "recompiles", str(SHARED), "--backend", "eager", "--format", "json", save=True, trace=True
+    )
+    doc = run.ok().json()
+    trees = [p for name, _, p in torch_trace_records(run.torch_trace) if name == "dynamo_cpp_guards_str"]
+    assert any("L['Y'].size()[0] == L['X'].size()[0]" in t for t in trees)  # torch ties them
+    [call] = [c for c in doc["calls"] if c["outcome"] == "recompile"]
+    remedy_text = call["remedy"]
+    assert "(seen: 4, 8)" in remedy_text
+    assert "torch._dynamo.mark_dynamic(X, 0); torch._dynamo.mark_dynamic(Y, 0)" in remedy_text
+    assert remedy_text.index("dynamic=True") < remedy_text.index("mark_dynamic(X, 0)")
+    assert "mark_dynamic(X, 0) (or" not in remedy_text  # the old advice, X alone
+    text = " ".join(run_tcx("recompiles", str(run.recording)).stdout.split())
+    assert "ties it to `Y` dimension 0" in text
+
+
+def test_marking_the_tied_size_alone_by_hand_crashes_as_torch_says() -> None:
+    """The advice tcx no longer prints, applied by hand in a plain run (no tcx): torch raises."""
+    import subprocess
+    import sys
+
+    from tcx.core.fix.verify import whole_reason
+
+    proc = subprocess.run(
+        [sys.executable, "-c", MARK_X_ALONE, str(SHARED)], capture_output=True, text=True, timeout=600
+    )
+    assert proc.returncode != 0 and "ConstraintViolationError" in proc.stderr
+    message = proc.stderr[proc.stderr.rindex("ConstraintViolationError: ") :]
+    reason = whole_reason(message.removeprefix("ConstraintViolationError: "))
+    assert reason.startswith("Constraints violated (L['X'].size()[0])!")
+    assert "- You marked L['X'].size()[0] as dynamic" in reason  # the line that names the violation
+    assert 'shared_batch_step.py", line 17, in train_step: return F.mse_loss(model(X), Y)' in reason
+
+
+def test_fix_tries_dynamic_true_first_then_the_tied_marks_together(shared_fix: tuple[dict, Path]) -> None:
+    from conftest import read_torch_trace
+    from fix_runs import counts, figures, remedy
+
+    doc, logs = shared_fix
+    assert (
+        figures(doc["before"]) == counts(read_torch_trace(logs / "baseline"))
+        and doc["before"]["recompiles"] == 1
+    )
+    changes = [r["change"] for r in doc["remedies"]]
+    assert "dynamic=True" in changes[0]
+    assert not any("mark_dynamic(X, 0)" in c and "(Y, 0)" not in c for c in changes)  # never X alone
+    together = remedy(doc, "torch._dynamo.mark_dynamic(X, 0); torch._dynamo.mark_dynamic(Y, 0)")
+    after = read_torch_trace(Path(together["trace_log"]))
+    assert together["ran"] and together["verified"], together["why_not"]
+    assert figures(together["after"]) == counts(after) and after.recompiles == 0
+
+
+def test_sizes_seen_come_from_size_guards_never_from_stride_guards() -> None:
+    """The KV-cache case: dimension 2 failed a size guard (8 → 9) and, on another call, a stride guard
+    (16 → 32); the sizes seen are 8 and 9, and the strides are not mixed in."""
+    from tcx.core.analysis.recompile_remedies import _seen
+    from tcx.core.views.recompiles import Call, FailedGuard
+
+    def call(index: int, kind: str, expected: str, actual: str) -> Call:
+        guard = FailedGuard("0/0", "g", expected, actual, kind, "keys", 2)
+        return Call(index, "forward", None, None, "recompile", None, None, [], None, [guard])
+
+    calls = [call(1, "shape", "8", "9"), call(2, "stride", "16", "32")]
+    assert _seen(calls[0], calls[0].failed_guards[0], calls) == " (seen: 8, 9)"
+
+
+# ------------------------------------------------------------------ state a library sets on the first call
+
+BERT = PROGRAMS / "models" / "bert_labels.py"
+
+
+def test_a_config_field_transformers_sets_on_the_first_call_is_advised_set_before_compiling() -> None:
+    import re
+
+    from fix_runs import recompile_reasons
+
+    run = shared_run("recompiles", str(BERT), "--backend", "eager", "--format", "json", save=True, trace=True)
+    doc = run.ok().json()
+    [reason] = recompile_reasons(run.torch_trace)
+    assert "self.config.problem_type is None" in reason  # torch's own recompile reason, with its line
+    torch_line = re.search(r"transformers/models/bert/modeling_bert\.py:\d+", reason)
+    assert torch_line
+    [call] = [c for c in doc["calls"] if c["outcome"] == "recompile"]
+    assert call["cause"] == "attribute set on the first call"
+    assert torch_line.group() in call["remedy"]  # the line torch's log prints is kept
+    assert "`model.config.problem_type = 'single_label_classification'`" in call["remedy"]
+    assert (
+        "BertForSequenceClassification compiled at fixtures/programs/models/bert_labels.py:22"
+        in call["remedy"]
+    )
+    assert "See the failing guard" not in call["remedy"]
+
+
+def test_fix_verifies_setting_the_config_field_before_compiling(tmp_path: Path) -> None:
+    from conftest import read_torch_trace
+    from fix_runs import counts, figures, fix_json, remedy
+
+    logs = tmp_path / "logs"
+    doc = fix_json(BERT, logs, "--backend", "eager", "--max-runs", "1")
+    assert (
+        figures(doc["before"]) == counts(read_torch_trace(logs / "baseline"))
+        and doc["before"]["recompiles"] == 1
+    )
+    done = remedy(doc, "model.config.problem_type = 'single_label_classification'")
+    after = read_torch_trace(Path(done["trace_log"]))
+    assert done["ran"] and done["verified"], done["why_not"]
+    assert figures(done["after"]) == counts(after) and after.recompiles == 0 and after.graphs == 1
+    assert done["outputs_match"] is True
+
+
+# ------------------------------------------------------------------ annotations at the user's line
+
+LIBRARY_BREAK_LOG = REPO / "tests" / "data" / "traces" / "torch2.13_eager_library_break.log.gz"
+
+
+def test_annotations_sit_at_the_users_line_with_the_library_frame_in_the_message() -> None:
+    """torch's own log of library_break.py (eager): the break is in copy.py, reached from the user's line."""
+    gh = run_tcx("check", str(LIBRARY_BREAK_LOG), "--max-graph-breaks", "0", "--format", "github")
+    assert gh.returncode == 1
+    [site] = [ln for ln in gh.stdout.splitlines() if "title=graph break" in ln]
+    assert site.startswith("::error file=fixtures/programs/library_break.py,line=14,")
+    assert "It breaks in " in site and "copy.py:153 (deepcopy), reached from this line." in site
+
+    doc = json.loads(
+        run_tcx("check", str(LIBRARY_BREAK_LOG), "--max-graph-breaks", "0", "--format", "sarif").stdout
+    )
+    [result] = [r for r in doc["runs"][0]["results"] if r["ruleId"].startswith("tcx/graph-break/")]
+    where = result["locations"][0]["physicalLocation"]
+    assert where["artifactLocation"]["uri"] == "fixtures/programs/library_break.py"
+    assert where["region"]["startLine"] == 14 and "copy.py:153 (deepcopy)" in result["message"]["text"]
+
+
+def test_rule_ids_are_whole_words() -> None:
+    from tcx.core.budgets import BUDGETS
+    from tcx.renderers.check_output import rule_id
+
+    long_type = (
+        "Unsupported context manager: a context manager Dynamo cannot trace through its enter and exit"
+    )
+    rid = rule_id(long_type)
+    slug = rid.removeprefix("tcx/graph-break/")
+    full = "-".join(long_type.lower().replace(":", "").split())
+    assert len(slug) <= 80 and full.startswith(slug) and full[len(slug)] == "-"  # cut between whole words
+    assert BUDGETS["min_speedup"].rule_id == "tcx/budget/min-speedup"
+    assert BUDGETS["max_recompiles"].rule_id == "tcx/budget/recompiles"
+
+
+# ------------------------------------------------------------------ logging inside compiled code
+
+WARN_LOG = PROGRAMS / "fix" / "warn_log.py"
+
+
+def test_warnings_and_logger_calls_get_the_logging_configs_and_fix_verifies_them(tmp_path: Path) -> None:
+    from conftest import read_torch_trace
+    from fix_runs import counts, figures, fix_json, remedy
+
+    logs = tmp_path / "logs"
+    doc = fix_json(WARN_LOG, logs, "--backend", "eager")
+    baseline = read_torch_trace(logs / "baseline")
+    assert figures(doc["before"]) == counts(baseline) and baseline.graph_breaks == 2
+    warn = remedy(doc, "reorderable_logging_functions.add(warnings.warn)")
+    log = remedy(doc, "ignore_logging_functions.add(logging.Logger.info)")
+    for done in (warn, log):
+        after = read_torch_trace(Path(done["trace_log"]))
+        assert done["verified"], done["why_not"]
+        assert figures(done["after"]) == counts(after) and after.graph_breaks == 1
+    combined = doc["combined"]
+    after = read_torch_trace(Path(combined["trace_log"]))
+    assert combined["verified"] and after.graph_breaks == 0 and figures(combined["after"]) == counts(after)
+
+    explained = run_tcx("explain", str(WARN_LOG), "--backend", "eager", "--format", "json")
+    suggestions = {s["line"]: s["suggestion"] for s in json.loads(explained.stdout)["graph_breaks"]}
+    assert "reorderable_logging_functions (.add(warnings.warn))" in suggestions[16]
+    assert "ignore_logging_functions (e.g. .add(logging.Logger.info)" in suggestions[17]
+
+
+# ------------------------------------------------------------------ the whole train step compiled
+
+WHOLE_STEP = "models/whole_train_step.py"
+
+
+def test_backward_step_and_zero_grad_in_the_compiled_step_get_the_standard_remedies() -> None:
+    from conftest import plain_trace
+
+    run = shared_run(
+        "explain", str(PROGRAMS / WHOLE_STEP), "--backend", "eager", "--format", "json", trace=True
+    )
+    doc = run.ok().json()
+    truth = read_torch_trace(run.torch_trace)
+    assert doc["graph_break_count"] == truth.graph_breaks and doc["unique_graph_break_count"] == 3
+    by_code = {s["entered_from"]["code"] if s["entered_from"] else s["line"]: s for s in doc["graph_breaks"]}
+    step = by_code["optimizer.step()"]
+    assert step["file"].endswith("torch/optim/optimizer.py")  # torch's own explicit graph_break()
+    assert step["suggestion"].startswith("optimizer.step() inside the compiled function")
+    assert (
+        "torch.compile(optimizer.step)" in step["suggestion"]
+        and "remove the torch._dynamo" not in step["suggestion"]
+    )
+    [backward] = [s for s in doc["graph_breaks"] if "backward()" in s["type"]]
+    assert backward["suggestion"].startswith("backward() inside the compiled function: compile the model")
+    [zero] = [s for s in doc["graph_breaks"] if s["line"] == 21]
+    assert zero["suggestion"].startswith("optimizer.zero_grad() inside the compiled function")
+    # the remedy applied by hand (the loss compiled, the rest outside), a plain run: torch logs no break
+    fixed = plain_trace(WHOLE_STEP, "--fixed")
+    assert fixed.graph_breaks == 0 and fixed.graphs >= 1
