@@ -38,12 +38,11 @@ class CompileCall:
 def compile_calls(model: RunModel) -> list[CompileCall]:
     """The program's `torch.compile` calls, once per site and target, in call order."""
     out: dict[tuple[str, str | None, int | None], CompileCall] = {}
-    for call in model.compile_calls:
-        target = str(call.get("target") or "?")
+    for call in model.status.torch_compile_calls:
+        target = call.target or "?"
         named = _CLASS.match(target)  # a module's repr, "TinyLM(\n  (emb): ...", names its class first
         target = named.group(1) if named else target
-        file, line = call.get("file"), call.get("line")
-        key = (target, file if isinstance(file, str) else None, line if isinstance(line, int) else None)
+        key = (target, call.file, call.line)
         out.setdefault(key, CompileCall(*key))
     return list(out.values())
 

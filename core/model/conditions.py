@@ -73,6 +73,8 @@ class CompileCall:
     target: str | None
     asked: Mapping[str, Any]
     used: Mapping[str, Any]
+    file: str | None = None  # where the program called torch.compile (older recordings: None)
+    line: int | None = None
 
 
 def compile_calls(m: RunModel) -> tuple[CompileCall, ...]:
@@ -80,11 +82,14 @@ def compile_calls(m: RunModel) -> tuple[CompileCall, ...]:
     out = []
     for c in m.compile_calls:
         target, asked, used = c.get("target"), c.get("asked"), c.get("used")
+        file, line = c.get("file"), c.get("line")
         out.append(
             CompileCall(
                 target=str(target) if target is not None else None,
                 asked=asked if isinstance(asked, dict) else {},
                 used=used if isinstance(used, dict) else {},
+                file=file if isinstance(file, str) else None,
+                line=line if type(line) is int else None,
             )
         )
     return tuple(out)
