@@ -86,6 +86,9 @@ def run(command: str, root: Path = ROOT) -> tuple[list[str], int]:
                 copy.parent.mkdir(parents=True, exist_ok=True)
                 (shutil.copytree if source.is_dir() else shutil.copy2)(source, copy)
         env = {**os.environ, "NO_COLOR": "1", "COLUMNS": str(WIDTH), "LINES": "50", "TERM": "dumb"}
+        # where draft_export's logs go (tcx export names it, with how many are there): a folder of the
+        # run's own, so the example does not depend on this machine's user or its temporary folder
+        env["TORCH_DTRACE"] = "draft_export_logs"
         for name in ("FORCE_COLOR", "CLICOLOR_FORCE", "TCX_DEBUG", "PYTHONWARNINGS"):
             env.pop(name, None)
         proc = subprocess.run(

@@ -104,7 +104,7 @@ def test_a_failure_in_tcxs_own_code_exits_5_and_names_tcxs_line(tmp_path: Path) 
     assert proc.returncode == 5, (proc.returncode, proc.stderr[-2000:])
     text = " ".join(proc.stderr.split())
     assert "tcx's own code failed while the program ran (raised at" in text
-    assert re.search(r"core/recorder/compat\.py:\d+ in \S+: on_call\(", text), text
+    assert re.search(r"core/recorder/compat\.py:\d+ in \S+: ", text), text
     assert "TypeError: 'NoneType' object is not callable" in text
     assert "the program stopped" not in proc.stdout
 

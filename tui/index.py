@@ -20,6 +20,7 @@ from tcx.core.model import Compile, Frame, GraphBreak, RunModel
 from tcx.core.selection import Selection
 from tcx.core.views.graphs import GRAPH_EVENTS
 from tcx.core.views.registry import get
+from tcx.renderers.guard_text import dotted
 from tcx.renderers.header import short_path
 from tcx.renderers.safe import clean
 
@@ -522,9 +523,10 @@ def wrapped(literal: str) -> str:
 
 
 def _guard_row(kind: str, source: str) -> str:
-    """The first line of a guard's row in the guards view: `    KIND  SOURCE text`."""
+    """The first line of a guard's row in the guards view: `    KIND  SOURCE text`, the source dotted
+    as the view shows it."""
     head = "^    " + wrapped(clean(kind))
-    return head + (r"\s+" + wrapped(clean(source)) if source else "") + r"(?=\s|$)"
+    return head + (r"\s+" + wrapped(clean(dotted(source))) if source else "") + r"(?=\s|$)"
 
 
 def _short(file: str) -> str:

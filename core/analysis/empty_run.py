@@ -48,8 +48,10 @@ def compile_calls(model: RunModel) -> list[CompileCall]:
 
 
 def compiled_nothing(model: RunModel, selection: Selection) -> bool:
-    """True when no frame of the selection compiled, in the program or its observed child processes."""
-    if any(selection.includes(cid) for cid in model.compiles):
+    """True when no frame of the selection compiled, in the program or its observed child processes.
+    A child process tcx could not observe may have compiled: that run is lost capture (exit 4), not
+    an empty one."""
+    if any(selection.includes(cid) for cid in model.compiles) or model.status.children.not_observed:
         return False
     function = None if selection.whole_run else selection.function
     return model.status.children.total("compile_count", function) == 0
