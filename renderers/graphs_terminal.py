@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.padding import Padding
 from rich.text import Text
 
+from tcx.core.torchtext.commas import split_top_level
 from tcx.core.torchtext.dtypes import human_bytes
 from tcx.core.torchtext.fx_graph import op_base
 from tcx.core.views.graphs import GraphsView, Saved
@@ -91,30 +92,11 @@ def folded_signature(text: str) -> str:
         if len(m.group(0)) <= SIGNATURE_FOLD_ABOVE:
             return m.group(0)
         indent = m.group("indent")
-        params = _split_params(m.group("params"))
+        params = [p for p in split_top_level(m.group("params")) if p]
         inner = ",\n".join(f"{indent}    {p}" for p in params)
         return f"{indent}def {m.group('name')}(\n{inner},\n{indent}){m.group('tail')}"
 
     return _SIGNATURE.sub(fold, text, count=1)
-
-
-def _split_params(params: str) -> list[str]:
-    """Top-level comma-separated parameters (commas inside quotes or brackets stay)."""
-    out, depth, quote, start = [], 0, "", 0
-    for i, c in enumerate(params):
-        if quote:
-            quote = "" if c == quote else quote
-        elif c in "'\"":
-            quote = c
-        elif c in "([{":
-            depth += 1
-        elif c in ")]}":
-            depth -= 1
-        elif c == "," and depth == 0:
-            out.append(params[start:i].strip())
-            start = i + 1
-    out.append(params[start:].strip())
-    return [p for p in out if p]
 
 
 SAVED_COLUMNS = ("saved for backward", "shape", "dtype", "bytes", "extra", "produced by")

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 
 from tcx.core.errors import UsageError
+from tcx.core.torchtext.commas import split_top_level
 
 INT64_MAX = 2**63 - 1
 
@@ -69,25 +70,7 @@ def parse_call_spec(spec: str) -> list[Arg]:
     """Parse one `--call` value; raise UsageError naming the bad item."""
     if spec.strip() == "":
         return []
-    return [_parse_item(item, spec) for item in _split_items(spec)]
-
-
-def _split_items(spec: str) -> list[str]:
-    """Split on commas outside brackets and quotes, so `=[1, 2]` and `='a,b'` stay one item."""
-    items, depth, quote, start = [], 0, "", 0
-    for i, ch in enumerate(spec):
-        if quote:
-            quote = "" if ch == quote and spec[i - 1] != "\\" else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth <= 0:
-            items.append(spec[start:i].strip())
-            start = i + 1
-    return [*items, spec[start:].strip()]
+    return [_parse_item(item, spec) for item in split_top_level(spec)]
 
 
 def _parse_item(item: str, spec: str) -> Arg:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from tcx.core.torchtext.commas import split_top_level
 from tcx.core.torchtext.fx_graph import parse_graph_nodes, parse_type
 
 _SIGNATURE_LINE = re.compile(
@@ -140,7 +141,7 @@ def python_condition(expr: str) -> str:
     keeps its floor division. Anything else is returned as it is."""
     for name, op in (("Eq", "=="), ("Ne", "!=")):
         if expr.startswith(f"{name}(") and expr.endswith(")"):
-            args = _split_top(expr[len(name) + 1 : -1])
+            args = split_top_level(expr[len(name) + 1 : -1])
             if len(args) == 2:
                 return f"{python_condition(args[0])} {op} {python_condition(args[1])}"
     return expr
@@ -153,20 +154,6 @@ def negated(condition: str) -> str:
         if sep and op not in right:
             return f"{left}{other}{right}"
     return f"not ({condition})"
-
-
-def _split_top(text: str) -> list[str]:
-    parts, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            parts.append(text[start:i].strip())
-            start = i + 1
-    parts.append(text[start:].strip())
-    return parts
 
 
 def symbols_in(expr: str) -> list[str]:
