@@ -180,10 +180,11 @@ class SharedRun:
     returncode: int
     stdout: str
     stderr: str
+    recording_name: str = "run.tcx"
 
     @property
     def recording(self) -> Path:
-        return self.folder / "run.tcx"
+        return self.folder / self.recording_name
 
     @property
     def torch_trace(self) -> Path:
@@ -207,6 +208,7 @@ def shared_run(
     *args: str,
     python: bool = False,
     save: bool = False,
+    compressed: bool = False,
     trace: bool = False,
     output: bool = False,
     env: dict[str, str] | None = None,
@@ -214,9 +216,11 @@ def shared_run(
 ) -> SharedRun:
     """`tcx ARGS` (or `python ARGS` with `python=True`: the program with no tcx), run once per session.
 
-    `save` adds `--save FOLDER/run.tcx`, `output` adds `-o FOLDER/output` (a report too big to keep
-    as text), `trace` sets TORCH_TRACE to FOLDER/torch_trace."""
-    key = json.dumps([python, args, save, trace, output, sorted((env or {}).items())])
+    `save` adds `--save FOLDER/run.tcx` (`run.tcx.gz` with `compressed`), `output` adds
+    `-o FOLDER/output` (a report too big to keep as text), `trace` sets TORCH_TRACE to
+    FOLDER/torch_trace."""
+    name = "run.tcx.gz" if compressed else "run.tcx"
+    key = json.dumps([python, args, save and name, trace, output, sorted((env or {}).items())])
     folder = Path(os.environ[_SHARED_RUNS]) / hashlib.sha1(key.encode()).hexdigest()[:16]
     done = folder / "result.json"
     with FileLock(str(folder) + ".lock"):
@@ -228,7 +232,7 @@ def shared_run(
                 full_env["TORCH_TRACE"] = str(folder / "torch_trace")
             argv = [sys.executable, *args] if python else [sys.executable, "-m", "tcx", *args]
             if save:
-                argv += ["--save", str(folder / "run.tcx")]
+                argv += ["--save", str(folder / name)]
             if output:
                 argv += ["-o", str(folder / "output")]
             proc = subprocess.run(
@@ -236,7 +240,7 @@ def shared_run(
             )
             done.write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))
     returncode, stdout, stderr = json.loads(done.read_text())
-    return SharedRun(folder, returncode, stdout, stderr)
+    return SharedRun(folder, returncode, stdout, stderr, name)
 
 
 def plain_trace(program: str, *args: str) -> TorchTrace:

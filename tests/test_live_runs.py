@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import PROGRAMS, explain_with_trace, run_tcx
+from conftest import PROGRAMS, explain_with_trace, run_tcx, shared_run
 
 pytestmark = pytest.mark.torch
 
@@ -125,9 +125,10 @@ def test_function_filter_when_the_program_runs(program, tmp_path):
     assert doc["compile_count"] < 6
 
 
-def test_save_then_show_renders_the_same_without_torch(program, tmp_path):
-    save = tmp_path / "demo.tcx.gz"
-    live = _json(run_tcx("explain", program("demo.py"), "--format", "json", "--save", str(save)))
+def test_save_then_show_renders_the_same_without_torch(program):
+    # the session's one `tcx explain demo.py --format json --save FOLDER/run.tcx.gz` (as the demo runs)
+    run = shared_run("explain", program("demo.py"), "--format", "json", save=True, compressed=True).ok()
+    save, live = run.recording, run.json()
     shown = _json(run_tcx("show", str(save), "--format", "json"))
     for key in (
         "graph_count",

@@ -35,7 +35,9 @@ def guard_sets(trace: Path) -> int:
 def program_and_log(request):
     """tcx explain with no options, and torch's log of the program run plainly: each made once per session."""
     plain = shared_run(str(PROGRAMS / request.param), python=True, trace=True).ok()
-    live = shared_run("explain", str(PROGRAMS / request.param), "--format", "json", save=True).ok()
+    live = shared_run(
+        "explain", str(PROGRAMS / request.param), "--format", "json", save=True, compressed=True
+    ).ok()
     return request.param, live.json(), read_torch_trace(plain.torch_trace), live.recording, plain.torch_trace
 
 
