@@ -147,10 +147,16 @@ def pytest_configure(config: pytest.Config) -> None:
         return  # the controller set it; workers inherit its environment
     folder = tempfile.mkdtemp(prefix="tcx-test-inductor-cache-")
     shared = tempfile.mkdtemp(prefix="tcx-test-shared-runs-")
-    config.stash[_CACHE_KEY] = (folder, shared)
+    warm = tempfile.mkdtemp(prefix="tcx-test-warm-")  # private (0700), as TCX_WARM_DIR must be
+    config.stash[_CACHE_KEY] = (folder, shared, warm)
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = folder
     os.environ["TRITON_CACHE_DIR"] = os.path.join(folder, "triton")
     os.environ[_SHARED_RUNS] = shared
+    # Live runs start as forks of a process that imported torch once per environment (core/run/
+    # warm.py): the recorder child and the program run as in a cold start, without paying ~5
+    # CPU-seconds of imports each. Removing the folder at the end stops those processes.
+    if not os.environ.get("MEASURE_COLD"):
+        os.environ["TCX_WARM_DIR"] = warm
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -158,7 +164,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-_CACHE_KEY = pytest.StashKey[tuple[str, str]]()
+_CACHE_KEY = pytest.StashKey[tuple[str, ...]]()
 _SHARED_RUNS = "TCX_TEST_SHARED_RUNS"  # the session's folder of shared runs (set by the controller)
 
 

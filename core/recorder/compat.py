@@ -89,6 +89,30 @@ def hide_from_dynamo() -> str | None:
     return None
 
 
+def reopen_trace_folder() -> str | None:
+    """Read TORCH_TRACE again (torch reads it once, at import): a warm fork's run has its own folder.
+
+    torch keeps the handler it made at import unless it is cleared first (`_init_logs` makes one
+    only where there is none); `_init_logs` then sets every torch logger up from the environment,
+    as at import."""
+    try:
+        from torch._logging import _internal
+
+        _internal.LOG_TRACE_HANDLER = None
+        _internal._init_logs()
+        return None
+    except (ImportError, AttributeError) as exc:
+        return unavailable("reading TORCH_TRACE again in a warm start", exc)
+
+
+def can_reopen_trace_folder() -> bool:
+    try:
+        from torch._logging import _internal
+    except ImportError:
+        return False
+    return hasattr(_internal, "_init_logs") and hasattr(_internal, "LOG_TRACE_HANDLER")
+
+
 def disable_compile_caches() -> str | None:
     """Cache hits skip the stages we record; PGO would make recompiles depend on earlier runs."""
     if os.environ.get(KEEP_KERNEL_CACHE) == "1":

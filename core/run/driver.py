@@ -24,6 +24,7 @@ from pathlib import Path
 from tcx.core import pysource
 from tcx.core.errors import UsageError
 from tcx.core.ingest.recording import RecordingWriter, save_copy, write_header
+from tcx.core.run import warm
 from tcx.core.run.processes import Supervisor
 from tcx.core.run.progress import Progress, RecordingFollower
 from tcx.core.run.targets import ProgramTarget
@@ -103,14 +104,20 @@ def record(
     started = time.monotonic()
     with open(output_path, "wb") as out:
         sink = sys.stderr if opts.show_output else out
+        env = {**os.environ, **opts.env, "PYTHONUNBUFFERED": "1"}
         with Supervisor() as supervisor:
-            proc = supervisor.popen(
-                [sys.executable, CHILD_BOOT, json.dumps(spec)],
-                stdin=subprocess.DEVNULL,
-                stdout=sink,
-                stderr=sink,
-                env={**os.environ, **opts.env, "PYTHONUNBUFFERED": "1"},
-                cwd=opts.cwd,
+            forked = warm.start([json.dumps(spec)], env, opts.cwd, sink, sink)
+            proc = (
+                supervisor.adopt(forked)
+                if forked
+                else supervisor.popen(
+                    [sys.executable, CHILD_BOOT, json.dumps(spec)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=sink,
+                    stderr=sink,
+                    env=env,
+                    cwd=opts.cwd,
+                )
             )
             follower = RecordingFollower(path) if progress else None
             poll = (lambda: progress(follower.poll())) if progress and follower else None

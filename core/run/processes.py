@@ -66,6 +66,13 @@ class Supervisor:
             signal_tree(self.proc.pid, signal.Signals[self.stop_signal])
         return self.proc
 
+    def adopt(self, proc: Any) -> Any:
+        """Supervise a child started elsewhere in a session of its own (core/run/warm.py's fork)."""
+        self.proc = proc
+        if self.stop_signal is not None:
+            signal_tree(proc.pid, signal.Signals[self.stop_signal])
+        return proc
+
     def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         global _stopped_by
         if self.stop_signal is not None:  # asked twice: no more waiting

@@ -1,0 +1,180 @@
+"""Start the recorder child as a fork of a warm process, where `TCX_WARM_DIR` asks for it.
+
+Each live run pays for a new Python that imports torch (about 5 CPU-seconds on a small machine
+before the program does anything). A script that runs tcx many times (a test suite, a CI job
+that checks several programs) can set TCX_WARM_DIR to a private folder of its own: tcx then
+keeps, per environment, one process there that has imported torch (core/recorder/warm.py) and
+starts each later run as a fork of it. The first run with an environment starts cold and leaves
+a mark, the second starts cold and the warm process, later ones fork. Any difference that could
+matter at import (the interpreter, tcx's own code, every environment variable but the few that
+only shape the output) makes a different environment; anything unexpected falls back to the
+usual cold start. The folder must be a real folder owned by this user and closed to others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import IO, Any
+
+ENV = "TCX_WARM_DIR"
+IDLE_S = 300  # a warm process with no request for this long exits
+WARM_BOOT = str(Path(__file__).resolve().parent.parent / "recorder" / "warm_boot.py")
+_CORE = Path(__file__).resolve().parent.parent
+# Read by nothing at import, and different from run to run (terminal shape, the test runner).
+# TORCH_TRACE differs too (a folder per run) and is read at import: the fork has torch read it
+# again (core/recorder/warm.py), so it is left out of the environment's key as well.
+_PER_RUN = frozenset(
+    {
+        "COLUMNS",
+        "LINES",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "CLICOLOR",
+        "CLICOLOR_FORCE",
+        "TERM",
+        "COLORTERM",
+        "PYTEST_CURRENT_TEST",
+        "PYTEST_XDIST_WORKER",
+        "PYTEST_XDIST_WORKER_COUNT",
+        "PYTEST_XDIST_TESTRUNUID",
+    }
+)
+
+
+class WarmChild:
+    """A recorder child forked by the warm process: what the supervisor needs of a Popen."""
+
+    def __init__(self, conn: socket.socket, pid: int, args: list[str]) -> None:
+        self.pid = pid
+        self.args = args
+        self.returncode: int | None = None
+        self._conn = conn
+        self._buffer = b""
+
+    def poll(self) -> int | None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return self.wait(0)
+        return None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is not None:
+            return self.returncode
+        self._conn.settimeout(timeout if timeout is None or timeout > 0 else 0.0)
+        while b"\n" not in self._buffer:
+            try:
+                data = self._conn.recv(256)
+            except (TimeoutError, BlockingIOError):
+                raise subprocess.TimeoutExpired(self.args, timeout or 0) from None
+            except OSError:
+                data = b""
+            if not data:  # the warm process went away: wait for the child itself, status unknown
+                self._buffer += b"exit 1\n"
+                _wait_gone(self.pid)
+            self._buffer += data
+        line = self._buffer.split(b"\n", 1)[0].decode()
+        self.returncode = int(line.split()[1])
+        self._conn.close()
+        return self.returncode
+
+
+def start(
+    argv: list[str], env: dict[str, str], cwd: str | None, stdout: IO[Any] | int, stderr: IO[Any] | int
+) -> WarmChild | None:
+    """Fork the recorder child (`argv`: boot.py's arguments) from a warm process, or None: start it cold."""
+    folder = _private_folder(os.environ.get(ENV))
+    if folder is None or not hasattr(socket, "send_fds"):
+        return None
+    key = _key(env)
+    path = folder / f"{key}.sock"
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(path))
+        body = json.dumps({"argv": argv, "env": env, "cwd": cwd or os.getcwd()}).encode()
+        with open(os.devnull, "rb") as stdin:
+            fds = [stdin.fileno(), _fileno(stdout), _fileno(stderr)]
+            socket.send_fds(conn, [len(body).to_bytes(4, "big") + body], fds)
+        conn.settimeout(30)
+        answer = conn.makefile("rb").readline().decode().split()
+    except (OSError, ValueError):
+        conn.close()
+        _start_server(folder, key, env)
+        return None
+    if len(answer) != 2 or answer[0] != "pid":
+        conn.close()
+        return None
+    return WarmChild(conn, int(answer[1]), argv)
+
+
+def _fileno(stream: IO[Any] | int) -> int:
+    return stream if isinstance(stream, int) else stream.fileno()
+
+
+def _private_folder(value: str | None) -> Path | None:
+    """The folder TCX_WARM_DIR names, if it is a real folder of this user's that others cannot write."""
+    if not value:
+        return None
+    try:
+        info = os.lstat(value)
+    except OSError:
+        return None
+    mode = info.st_mode
+    if not stat.S_ISDIR(mode) or info.st_uid != os.getuid() or mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return None
+    return Path(value)
+
+
+def _key(env: dict[str, str]) -> str:
+    """Everything a warm process must share with the run it forks for."""
+    sources = sorted((str(p), p.stat().st_mtime_ns) for p in _CORE.rglob("*.py"))
+    fixed = sorted((k, v) for k, v in env.items() if k not in _PER_RUN and k != "TORCH_TRACE")
+    text = json.dumps([sys.executable, sys.version, str(_CORE), sources, fixed])
+    return hashlib.sha1(text.encode()).hexdigest()[:20]
+
+
+def _start_server(folder: Path, key: str, env: dict[str, str]) -> None:
+    """The first run of an environment leaves a mark; the second starts its warm process."""
+    for mark in (f"{key}.seen", f"{key}.started"):
+        try:
+            os.close(os.open(folder / mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
+        except FileExistsError:
+            continue
+        except OSError:
+            return
+        if mark.endswith(".seen"):
+            return
+        subprocess.Popen(
+            [sys.executable, WARM_BOOT, str(folder / f"{key}.sock"), str(IDLE_S)],
+            env={k: v for k, v in env.items() if k != "TORCH_TRACE"},  # each fork reads its own
+            cwd=folder,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        return
+
+
+def _wait_gone(pid: int) -> None:
+    """Until `pid` has ended (it is not this process's child: it cannot be waited for)."""
+    import time
+
+    while True:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                if fh.read().rsplit(b")", 1)[-1].split()[0] == b"Z":
+                    return
+        except OSError:
+            return
+        time.sleep(0.1)
