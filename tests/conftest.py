@@ -155,8 +155,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # Live runs start as forks of a process that imported torch once per environment (core/run/
     # warm.py): the recorder child and the program run as in a cold start, without paying ~5
     # CPU-seconds of imports each. Removing the folder at the end stops those processes.
-    if not os.environ.get("MEASURE_COLD"):
-        os.environ["TCX_WARM_DIR"] = warm
+    os.environ["TCX_WARM_DIR"] = warm
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

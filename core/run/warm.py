@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 ENV = "TCX_WARM_DIR"
-IDLE_S = 300  # a warm process with no request for this long exits
+IDLE_S = 120  # a warm process with no request for this long exits
 WARM_BOOT = str(Path(__file__).resolve().parent.parent / "recorder" / "warm_boot.py")
 _CORE = Path(__file__).resolve().parent.parent
 # Read by nothing at import, and different from run to run (terminal shape, the test runner).
