@@ -186,15 +186,17 @@ class BreaksConsumer:
 
 def pair_not_converted(breaks: list[GraphBreak]) -> list[GraphBreak]:
     """A "WON'T CONVERT" record and the backend-failure break torch logs after it for the same
-    compile are one failure at one site (the frame torch names): the record takes the break's
-    type, explanation and stack, so both count as occurrences of one site, as torch names one."""
+    compile are one failure in the frame torch names: the record takes the break's site (the line
+    of that frame torch was compiling), type, explanation and stack, so both are occurrences of one
+    site, as torch names one frame. A record with no such break keeps the frame's first line."""
     for i, record in enumerate(breaks):
         if record.not_converted is None:
             continue
         following = next((b for b in breaks[i + 1 :] if b.compile_id == record.compile_id), None)
-        if following is None or following.not_converted is not None:
+        if following is None or following.not_converted is not None or not following.user_stack:
             continue
-        if (following.file, following.line) == (record.file, record.line):
+        if (following.user_stack[-1].name, following.file) == (record.not_converted, record.file):
+            record.file, record.line = following.file, following.line
             record.gb_type, record.gb_id = following.gb_type, following.gb_id
             record.explanation, record.hints = following.explanation, following.hints
             record.user_stack, record.frame_skipped = following.user_stack, following.frame_skipped
@@ -223,15 +225,14 @@ def _graph_break(ev: TraceEvent, parsed: ParsedBreak, typed: dict[str, Any] | No
         ]
         if typed_stack:
             stack = typed_stack
-    if parsed.compiled_frame is not None and parsed.file is not None:
-        # A backend failure: torch names the frame whose graph failed (by its first line, as its
-        # "WON'T CONVERT" record does); the user stack ends at that frame's caller, so the line
-        # torch was compiling in it is added.
+    if parsed.compiled_frame is not None:
+        # A backend failure: the user stack ends at the caller of the frame whose graph failed;
+        # torch names that frame and the line it was compiling there, where the break is.
         at = parsed.compiled_frame
         compiled = Frame(at["file"], at["line"], at["name"], at["code"])
         if not stack or (stack[-1].file, stack[-1].line) != (compiled.file, compiled.line):
             stack = [*stack, compiled]
-    elif stack:
+    if stack:
         # The innermost frame is where the break happened; its full path beats the short one.
         file, line = stack[-1].file, stack[-1].line
     return GraphBreak(
