@@ -21,7 +21,7 @@ from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.exports import ExportBuilder, ExportRun
 from tcx.core.model.facts import Compile, Frame, GraphBreak, Milestone, Recompile, Sources
 from tcx.core.model.preview import CudaPreview, PreviewDevice, PreviewModule, text
-from tcx.core.torchtext.graph_break_text import parse_graph_break
+from tcx.core.torchtext.graph_break_text import ParsedBreak, parse_graph_break
 
 
 @dataclass
@@ -169,18 +169,41 @@ class BreaksConsumer:
         self.pending_typed: list[dict[str, Any]] = []  # the hook's event comes before torch's text
 
     def take_trace(self, ev: TraceEvent) -> None:
-        self.breaks.append(_graph_break(ev, self.pending_typed.pop(0) if self.pending_typed else None))
+        parsed = parse_graph_break(ev.payload or "")
+        if parsed.not_converted is not None:  # torch's warning, not a break the hook saw
+            self.breaks.append(_graph_break(ev, parsed, None))
+            return
+        typed = self.pending_typed.pop(0) if self.pending_typed else None
+        self.breaks.append(_graph_break(ev, parsed, typed))
 
     def take_recorder(self, event: dict[str, Any]) -> None:
         if "hook_error" not in event:
             self.pending_typed.append(event)
 
     def finish(self, facts: Facts) -> None:
-        facts.graph_breaks = self.breaks
+        facts.graph_breaks = pair_not_converted(self.breaks)
 
 
-def _graph_break(ev: TraceEvent, typed: dict[str, Any] | None) -> GraphBreak:
-    parsed = parse_graph_break(ev.payload or "")
+def pair_not_converted(breaks: list[GraphBreak]) -> list[GraphBreak]:
+    """A "WON'T CONVERT" record and the backend-failure break torch logs after it for the same
+    compile are one failure in the frame torch names: the record takes the break's site (the line
+    of that frame torch was compiling), type, explanation and stack, so both are occurrences of one
+    site, as torch names one frame. A record with no such break keeps the frame's first line."""
+    for i, record in enumerate(breaks):
+        if record.not_converted is None:
+            continue
+        following = next((b for b in breaks[i + 1 :] if b.compile_id == record.compile_id), None)
+        if following is None or following.not_converted is not None or not following.user_stack:
+            continue
+        if (following.user_stack[-1].name, following.file) == (record.not_converted, record.file):
+            record.file, record.line = following.file, following.line
+            record.gb_type, record.gb_id = following.gb_type, following.gb_id
+            record.explanation, record.hints = following.explanation, following.hints
+            record.user_stack, record.frame_skipped = following.user_stack, following.frame_skipped
+    return breaks
+
+
+def _graph_break(ev: TraceEvent, parsed: ParsedBreak, typed: dict[str, Any] | None) -> GraphBreak:
     primary = parsed.primary
     stack = [Frame(f["file"], f["line"], f["name"], f.get("code", "")) for f in parsed.user_stack]
     stack = [f for f in stack if not is_recorder_frame(f.file)]
@@ -202,6 +225,13 @@ def _graph_break(ev: TraceEvent, typed: dict[str, Any] | None) -> GraphBreak:
         ]
         if typed_stack:
             stack = typed_stack
+    if parsed.compiled_frame is not None:
+        # A backend failure: the user stack ends at the caller of the frame whose graph failed;
+        # torch names that frame and the line it was compiling there, where the break is.
+        at = parsed.compiled_frame
+        compiled = Frame(at["file"], at["line"], at["name"], at["code"])
+        if not stack or (stack[-1].file, stack[-1].line) != (compiled.file, compiled.line):
+            stack = [*stack, compiled]
     if stack:
         # The innermost frame is where the break happened; its full path beats the short one.
         file, line = stack[-1].file, stack[-1].line
@@ -220,6 +250,7 @@ def _graph_break(ev: TraceEvent, typed: dict[str, Any] | None) -> GraphBreak:
         caused=[(s.gb_type, s.gb_id) for s in parsed.sections[1:]],
         frame=frame,
         typed=typed is not None,
+        not_converted=parsed.not_converted,
     )
 
 

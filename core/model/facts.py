@@ -92,6 +92,7 @@ class GraphBreak:
     caused: list[tuple[str, str | None]]  # further breaks this one triggered, e.g. "graph break in loop"
     frame: str | None = None  # the code object being traced
     typed: bool = False  # fields came from the typed hook, not only from text
+    not_converted: str | None = None  # torch's "WON'T CONVERT <function>" record, not a break the hook saw
 
     @property
     def key(self) -> tuple[str, str | None, int | None]:

@@ -15,6 +15,16 @@ live recorder's typed hook event only adds exact fields on top of it. Format (to
     User code traceback:
       File "F", line N, in NAME
         CODE
+
+A backend that fails on a graph with one of the exceptions torch allows to fall back
+("Backend compiler exception", GB0219) makes two records of one compile: first torch's warning
+
+    WON'T CONVERT <function> <file> line <first line of the function>
+    ========== TorchDynamo Stack Trace ==========
+    Traceback ... <ExceptionType>: <message>
+
+then the break itself, whose header names the same frame by its first line and whose debug context
+names the line of that frame torch was compiling (`Traceback:` and a `File` line).
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import re
 import textwrap
 from dataclasses import dataclass, field
 
+_WONT_CONVERT = re.compile(r"^WON'T CONVERT (?P<name>\S+) (?P<file>.+) line (?P<line>\d+) ?$", re.M)
 _AT = re.compile(r"^Graph break in user code at (?P<file>.+):(?P<line>\d+)\s*$", re.M)
 _GB_URL = re.compile(r"/gb/(gb\d+)\.html", re.I)
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<name>.+)$')
@@ -53,6 +64,8 @@ class ParsedBreak:
     sections: list[BreakSection] = field(default_factory=list)  # first: the break; later: ones it caused
     frame_skipped: bool = False
     user_stack: list[dict] = field(default_factory=list)
+    not_converted: str | None = None  # the function of a "WON'T CONVERT" record, at file:line
+    compiled_frame: dict | None = None  # a backend failure: the frame and line torch was compiling
 
     @property
     def primary(self) -> BreakSection:
@@ -60,6 +73,9 @@ class ParsedBreak:
 
 
 def parse_graph_break(text: str) -> ParsedBreak:
+    wont = _WONT_CONVERT.match(text)
+    if wont:
+        return _parse_not_converted(text, wont)
     out = ParsedBreak()
     m = _AT.search(text)
     if m:
@@ -75,7 +91,28 @@ def parse_graph_break(text: str) -> ParsedBreak:
     out.sections = [_parse_section(chunk) for chunk in reason.split(_NESTED) if chunk.strip()]
     if any("Skipping the frame" in s.explanation or "frame skipped" in s.debug_context for s in out.sections):
         out.frame_skipped = True
+    if out.primary.debug_context.startswith("Backend:"):
+        context = reason.split("Developer debug context:", 1)[-1].split("For more details", 1)[0]
+        frames = _parse_frames(context)
+        out.compiled_frame = frames[-1] if frames else None
     return out
+
+
+def _parse_not_converted(text: str, header: re.Match[str]) -> ParsedBreak:
+    """A "WON'T CONVERT" record: the frame torch names (its function's first line), and the
+    exception's last line as the explanation. torch writes these from its fall back on a backend
+    failure, the break's own record follows."""
+    trace = text.split("\n==========", 2)[1] if "\n==========" in text else text[header.end() :]
+    raised = next((ln.strip() for ln in reversed(trace.splitlines()) if ln.strip()), "")
+    backend = "call_user_compiler" in text
+    gb_type = "Backend compiler exception" if backend else "WON'T CONVERT"
+    section = BreakSection(gb_type=gb_type, explanation=raised)
+    return ParsedBreak(
+        file=header.group("file"),
+        line=int(header.group("line")),
+        sections=[section],
+        not_converted=header.group("name"),
+    )
 
 
 def _parse_section(chunk: str) -> BreakSection:

@@ -278,6 +278,8 @@ def _failed_frame(c: Compile, breaks: list[GraphBreak]) -> FailedFrame:
         kind = "graph break inside a loop"
     elif "generator" in reason.lower():
         kind = "graph break inside a generator"
+    elif skipped is not None and skipped.gb_type == "Backend compiler exception":
+        kind = f"the backend failed on the graph ending at line {skipped.line}; torch falls back to eager"
     elif skipped is not None:
         kind = (
             f"Dynamo cannot resume after the graph break at line {skipped.line} "
