@@ -249,7 +249,8 @@ def _regions_text(site: BreakSite) -> str:
     for r in site.regions:
         cid = r.get("compile_id") or "?"
         if r.get("graphs"):
-            graph = f"graph of compile {cid} in {r.get('frame')} ({r.get('graph_ops')} ops) ends here"
+            ops = f" ({r['graph_ops']} ops)" if r.get("graph_ops") is not None else ""
+            graph = f"graph of compile {cid} in {r.get('frame')}{ops} ends here"
         else:
             graph = f"compile {cid} in {r.get('frame')} produced no graph before this break"
         resumed = r.get("resumed_in")
