@@ -338,3 +338,60 @@ def test_backward_step_and_zero_grad_in_the_compiled_step_get_the_standard_remed
     # the remedy applied by hand (the loss compiled, the rest outside), a plain run: torch logs no break
     fixed = plain_trace(WHOLE_STEP, "--fixed")
     assert fixed.graph_breaks == 0 and fixed.graphs >= 1
+
+
+# ------------------------------------------------------------ a recompile with two causes (gpt-fast prefill)
+
+FAST_DECODE = PROGRAMS / "models" / "fast_decode.py"
+
+
+def test_no_refuted_first_remedy_on_a_two_cause_recompile(tmp_path: Path) -> None:
+    """fast_decode's prefill recompiles through duck sizing (the second prompt) and on the reallocated KV
+    cache (the third call, which misses entry 0/0 on both). tcx fix's first remedy for the duck-sizing
+    recompile is the config it verifies; marking `x` dynamic (torch raises ConstraintViolationError) and
+    marks on module buffers (torch keeps them static) are never run; the third call says both fixes are
+    needed, as torch's own guards of entry 0/0 show (its cache size differs from the call's too)."""
+    from conftest import read_torch_trace, torch_trace_records
+    from fix_runs import counts, figures, fix_json
+
+    logs = tmp_path / "logs"
+    doc = fix_json(FAST_DECODE, logs, "--backend", "eager", "--max-runs", "1")
+    baseline = read_torch_trace(logs / "baseline")
+    assert figures(doc["before"]) == counts(baseline) and baseline.recompiles == 3
+    first: dict[tuple, dict] = {}
+    for r in doc["remedies"]:
+        for f in r["findings"]:
+            first.setdefault((f["site"].get("arg"), f["site"]["function"]), r)
+    duck = first[("x", "prefill")]
+    assert duck["change"] == "torch.fx.experimental._config.use_duck_shape = False"
+    after = read_torch_trace(Path(duck["trace_log"]))
+    assert duck["ran"] and duck["verified"], duck["why_not"]
+    assert figures(duck["after"]) == counts(after) and after.recompiles == 2  # the cache's stay
+    assert not any(r["ran"] and not r["verified"] for r in first.values())
+    assert not any(
+        "mark_dynamic(x" in r["change"] or "mark_dynamic(model" in r["change"] for r in doc["remedies"]
+    )
+    cache = [r for key, r in first.items() if "_buffers['k']" in str(key[0])]
+    assert cache and all(not r["ran"] and r["change"].startswith("allocate ") for r in cache)
+
+    # the third call: torch reports entry 0/0's first failing guard (x); its guards fix the cache at 16
+    guards = {
+        f"{md['frame_id']}/{md['frame_compile_id']}": payload
+        for name, md, payload in torch_trace_records(logs / "baseline")
+        if name == "dynamo_cpp_guards_str"
+    }
+    k = "._modules['cache']._buffers['k']"
+    assert any(k in ln and "size=[1, 4, 16, 16]" in ln for ln in guards["0/0"].splitlines())
+    assert any(k in ln and "size=[1, 4, 9, 16]" in ln for ln in guards["0/2"].splitlines())
+    rc = json.loads(run_tcx("recompiles", str(logs / "baseline"), "--format", "json").stdout)
+    [third] = [c for c in rc["calls"] if c["compile_id"] == "0/2"]
+    assert [g["entry"] for g in third["failed_guards"]] == ["0/1", "0/0"]
+    assert third["failed_guards"][1]["arg"] == "x"
+    assert (
+        f"entry 0/0 also fixes `model._modules['blocks']._modules['0']{k}` dimension 2 (16 there, 9 now)"
+        in third["remedy"]
+    )
+    assert (
+        "with `x` fixed alone this call would still miss entry 0/0, so both fixes are needed"
+        in third["remedy"]
+    )

@@ -51,6 +51,12 @@ CAUSES = {
 }
 
 
+# Causes whose remedy is not a mark on the size (tcx fix reads them to pick what it runs)
+DUCK_SIZING = "size specialized through duck sizing"
+DUCK_CONFIG = "torch.fx.experimental._config.use_duck_shape"
+SPECIALIZED_BY_CODE = "size specialized by your code"
+
+
 @dataclass
 class RemedyContext:
     """What a remedy may rely on: the run, every call, and what torch logged about each compile."""
@@ -61,6 +67,8 @@ class RemedyContext:
     shapes: dict[str, CompileShapes]
     states: dict[str, dict[str, str]] = field(default_factory=dict)  # entry -> its global-state values
     shape_guards: dict[str, list[str]] = field(default_factory=dict)  # entry -> its symbolic-shape guards
+    # entry -> the tensors its guards check: {arg, size} (a size's None: a symbolic dimension)
+    tensors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def dynamic_setting(self, compile_id: str | None) -> str | None:
         """ "True", "False" or None: the `dynamic=` the frame was compiled with, read from torch's own
@@ -99,6 +107,63 @@ def explain_call(call: Call, ctx: RemedyContext) -> None:
         call.cause, call.remedy = _shape(call, g, ctx)
     else:
         call.remedy = _remedy(call, g, ctx)
+    also = second_failures(call, ctx)
+    if also:
+        call.remedy = f"{call.remedy} {also}"
+
+
+def hidden_size_failures(call: Call, ctx: RemedyContext) -> dict[str, list[tuple[str, int, int, int]]]:
+    """Per entry the call missed: the sizes its guards fix that this call also changed, past the one guard
+    torch reports (it stops at the first failure): (tensor, dimension, the entry's size, this call's size).
+    This call's sizes are those of the entry it compiled (a static size in its guards is the size it saw);
+    a dimension symbolic in either entry is left out."""
+    now = {t["arg"]: _sizes(t["size"]) for t in ctx.tensors.get(call.compile_id or "", [])}
+    out: dict[str, list[tuple[str, int, int, int]]] = {}
+    for g in call.failed_guards:
+        for t in ctx.tensors.get(g.entry, []):
+            old, new = _sizes(t["size"]), now.get(t["arg"])
+            if old is None or new is None or len(new) != len(old):
+                continue
+            for d, (old_v, new_v) in enumerate(zip(old, new, strict=True)):
+                if None in (old_v, new_v) or old_v == new_v or (t["arg"], d) == (g.arg, g.dim):
+                    continue
+                out.setdefault(g.entry, []).append((t["arg"], d, old_v, new_v))
+    return out
+
+
+def _sizes(text: Any) -> list[int | None] | None:
+    """A TENSOR_MATCH guard's size as parsed (`[1, None]`: None a symbolic dimension), or None."""
+    items = str(text or "").strip().removeprefix("[").removesuffix("]").split(",")
+    try:
+        return [None if i.strip() == "None" else int(i) for i in items if i.strip()]
+    except ValueError:
+        return None
+
+
+def second_failures(call: Call, ctx: RemedyContext) -> str:
+    """What fixing the reported guard alone leaves failing: the entries this call missed that it would
+    still miss on another size ("" when none). Tensors an nn.Module registered change together (one
+    reallocation), so they count as one cause, and as the reported guard's when it is one of them."""
+    parts = []
+    for entry, sizes in hidden_size_failures(call, ctx).items():
+        reported = next(g for g in call.failed_guards if g.entry == entry)
+        groups: dict[str, list[tuple[str, int, int, int]]] = {}
+        for size in sizes:
+            groups.setdefault(_module_tensor(size[0]) or size[0], []).append(size)
+        groups.pop(_module_tensor(reported.arg) or reported.arg or "?", None)
+        named = []
+        for group in groups.values():
+            a, d, o, n = group[0]
+            more = (
+                f" (and {len(group) - 1} more registered tensor(s) of the module)" if len(group) > 1 else ""
+            )
+            named.append(f"`{a}` dimension {d} ({o} there, {n} now){more}")
+        if named:
+            parts.append(
+                f"entry {entry} also fixes {'; '.join(named)}: with `{reported.arg}` fixed alone this call "
+                f"would still miss entry {entry}, so both fixes are needed"
+            )
+    return ("Besides, " + "; ".join(parts) + ".") if parts else ""
 
 
 def _json_object(value: Any) -> dict[str, Any]:
@@ -263,19 +328,20 @@ def _specialized(
         shared = ", ".join(f"`{d.text}`" for d in spec.others(dim) if d not in partners)
         also = f"; {shared} hold it too" if shared else ""
         statics = [d for d in partners if d.dim is not None]
-        fix = (
-            f"keep that size out of the shared symbol: torch._dynamo.mark_static({statics[0].arg}, "
-            f"{statics[0].dim}) before the first call if it is a constant, or "
+        keep_apart = (
+            f"; or keep that size out of the shared symbol: torch._dynamo.mark_static({statics[0].arg}, "
+            f"{statics[0].dim}) before the first call if it is a constant"
             if statics
             else ""
         )
-        return "size specialized through duck sizing", (
+        return DUCK_SIZING, (
             f"{how}`{g.arg}` dimension {g.dim} had a symbol in entry {g.entry}, but on that call it was "
             f"{spec.value}, the same as {named}, so torch gave them one symbol, {spec.symbol} (duck "
-            f"sizing: equal sizes share a symbol{also}); then {forced}, and {tail} Fix: {fix}turn duck "
-            "sizing off: torch.fx.experimental._config.use_duck_shape = False."
+            f"sizing: equal sizes share a symbol{also}); then {forced}, and {tail} Fix: turn duck sizing "
+            f"off: {DUCK_CONFIG} = False (a config tcx fix can run){keep_apart}. Marking `{g.arg}` dynamic "
+            "does not help: torch raises ConstraintViolationError at the line that specializes it."
         )
-    return "size specialized by your code", (
+    return SPECIALIZED_BY_CODE, (
         f"{how}`{g.arg}` dimension {g.dim} had a symbol ({spec.symbol}) in entry {g.entry}, then {forced}, "
         f"and {tail} Make that line work for any size (e.g. -1 in view/reshape, sizes read from the "
         f"tensor itself); torch._dynamo.mark_dynamic({g.arg}, {g.dim}) makes torch raise at the line that "

@@ -118,6 +118,7 @@ class Finding:
     rank: int | None = None  # a recompile's argument: its number of dimensions (for shapes_spec)
     tied: tuple[tuple[str, int], ...] = ()  # sizes a guard ties to arg's dim: marked with it, never apart
     guard: str | None = None  # a recompile on another guard: the guard's text (the same recompile elsewhere)
+    cause: str | None = None  # the recompiles view's cause of a size recompile (duck sizing, a buffer ...)
 
     def to_json(self) -> dict[str, Any]:
         site = {"file": self.file, "line": self.line, "function": self.function}
@@ -183,17 +184,18 @@ def candidates(
             remedy = by_change.setdefault(remedy.change, remedy)
             remedy.alternative = alternative
             remedy.findings.append(finding)
-    if shape:
+    marked = [f for f in shape if _not_a_mark(f) is None]  # dynamic=True cannot help the others either
+    if marked:
         already = already_dynamic
         by_change["dynamic=True"] = Remedy(
             "dynamism",
             "torch.compile(fn, dynamic=True)",
-            list(shape),
+            marked,
             dynamic=True,
             runnable=not already,
             why_not_run="the program already compiles with dynamic=True" if already else None,
             # first where sizes are tied (the marks must then name every tied size), else after the marks
-            alternative=0 if any(f.tied for f in shape) else 3,
+            alternative=0 if any(f.tied for f in marked) else 3,
         )
     for finding in _symbolic_recompiles(recompiles):
         call = f"torch._dynamo.mark_static({finding.arg}, {finding.dim})"
@@ -266,7 +268,11 @@ def order(remedies: list[Remedy]) -> list[Remedy]:
 
 def _shape_remedies(finding: Finding, missing: dict[str, str]) -> list[Remedy]:
     """The per-argument remedies of one size recompile, in the order they are tried: one idea (this size
-    dynamic), so they share a `family`. Sizes a guard ties to it are marked with it, in one remedy."""
+    dynamic), so they share a `family`. Sizes a guard ties to it are marked with it, in one remedy.
+    Where the recompiles view found that a mark cannot help, its remedy instead (`_not_a_mark`)."""
+    instead = _not_a_mark(finding)
+    if instead is not None:
+        return instead
     arg, dim, function = finding.arg, finding.dim, finding.function
     family = f"{function}:{arg}:{dim}"
     remedies = []
@@ -288,6 +294,40 @@ def _shape_remedies(finding: Finding, missing: dict[str, str]) -> list[Remedy]:
     if not finding.rank and spec.runnable:
         spec.runnable, spec.why_not_run = False, f"the rank of {arg} was not recorded"
     return [*remedies, spec]
+
+
+def _not_a_mark(finding: Finding) -> list[Remedy] | None:
+    """The remedies of a size recompile that marking the size cannot fix (None: marks can): duck sizing
+    forced to a constant by a line (a mark makes torch raise ConstraintViolationError there; turning duck
+    sizing off is a config tcx fix runs), a size the code specializes, a registered buffer or parameter
+    reallocated (torch keeps their sizes static; marks do not apply), or a tensor reached through an
+    argument (the fix capture marks the compiled function's own arguments only)."""
+    from tcx.core.analysis.recompile_remedies import DUCK_CONFIG, DUCK_SIZING, SPECIALIZED_BY_CODE
+
+    arg = finding.arg or "?"
+    if finding.cause == DUCK_SIZING:
+        module, _, name = DUCK_CONFIG.rpartition(".")
+        config = [{"module": module, "name": name, "value": False}]
+        return [Remedy("config", f"{DUCK_CONFIG} = False", [], config=config)]
+    if finding.cause == SPECIALIZED_BY_CODE:
+        advice = (
+            f"make the line that specializes {arg}'s dimension {finding.dim} work for any size (-1 in "
+            "view/reshape, sizes read from the tensor itself)"
+        )
+    elif finding.cause and "reallocated" in finding.cause:
+        advice = (
+            f"allocate {arg} once at its largest size and reuse it, indexing by position (torch keeps a "
+            "module's buffer and parameter sizes static: marks do not apply)"
+        )
+    elif not arg.isidentifier():
+        advice = (
+            f"keep {arg}'s dimension {finding.dim} one size across calls, or mark it dynamic where the "
+            "program creates it"
+        )
+    else:
+        return None
+    why = "needs a code change tcx fix cannot make mechanically, so it was not run"
+    return [Remedy("code", advice, [], runnable=False, why_not_run=why)]
 
 
 def _unavailable(remedy: Remedy, name: str, missing: dict[str, str]) -> Remedy:
@@ -408,6 +448,7 @@ def _shape_recompiles(report: RecompileReport) -> list[Finding]:
             tuple(c.compile_id for c in calls if c.compile_id),
             _rank(calls[0], arg),
             tuple(dict.fromkeys(t for c in calls for t in c.tied)),
+            cause=calls[0].cause,
         )
         for (function, arg, dim), calls in seen.items()
     ]

@@ -309,7 +309,13 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     _attach_promotions(calls, entries)
     states = {cid: g.get("state", {}) for cid, g in guards.items()}
     ctx = RemedyContext(
-        model, calls, limit, shape_facts(model), states, {c: g["shape"] for c, g in guards.items()}
+        model,
+        calls,
+        limit,
+        shape_facts(model),
+        states,
+        {c: g["shape"] for c, g in guards.items()},
+        {c: g["tensors"] for c, g in guards.items()},
     )
     for call in calls:
         explain_call(call, ctx)
