@@ -395,3 +395,56 @@ def test_no_refuted_first_remedy_on_a_two_cause_recompile(tmp_path: Path) -> Non
         "with `x` fixed alone this call would still miss entry 0/0, so both fixes are needed"
         in third["remedy"]
     )
+
+
+# ------------------------------------------------------------------ first remedies of breaks in library code
+
+
+def fix_candidates(recording: Path) -> list:
+    """tcx fix's candidates from a saved recording (no run), in the order tcx fix tries them."""
+    from tcx.cli.session import load
+    from tcx.core.fix.candidates import candidates, order
+    from tcx.core.views.explain import explain
+    from tcx.core.views.recompiles import analyze
+
+    model = load(str(recording)).model
+    return order(candidates(explain(model), analyze(model), already_dynamic=False))
+
+
+def test_a_break_in_torchs_optimizer_is_remedied_at_the_users_line_untested(dynamo_recorded) -> None:
+    """whole_train_step: the optimizer's break is in torch's optimizer.py; the remedy is the structural one
+    at the user's `optimizer.step()` line (listed untested, never run), never a decorator on torch's code;
+    backward() and zero_grad() get theirs at their lines."""
+    remedies = fix_candidates(dynamo_recorded(WHOLE_STEP).recording)
+    assert {r.kind for r in remedies} == {"code"} and not any(r.runnable for r in remedies)
+    step = [r for r in remedies if any("/torch/optim/" in (f.file or "") for f in r.findings)]
+    assert step and all(
+        r.change.startswith(f"at fixtures/programs/{WHOLE_STEP}:20 (`optimizer.step()`): optimizer.step()")
+        and "torch.compile(optimizer.step)" in r.change
+        and "(untested here)" in r.change
+        for r in step
+    )
+    assert not any("nonstrict_trace" in r.change or "remove the torch._dynamo" in r.change for r in remedies)
+    lines = {f.line: r.change for r in remedies for f in r.findings if f.file and f.file.endswith(WHOLE_STEP)}
+    assert lines[19].startswith(f"at fixtures/programs/{WHOLE_STEP}:19 (`loss.backward()`): backward()")
+    assert lines[21].startswith(f"at fixtures/programs/{WHOLE_STEP}:21 (`optimizer.zero_grad()`)")
+
+
+def test_output_attentions_breaks_are_remedied_at_the_users_call_untested(dynamo_recorded) -> None:
+    """tiny_llama: `compiled(input_ids=ids, output_attentions=True)` breaks inside transformers; the remedy
+    names that call and the option it passes, never a change to transformers' files."""
+    run = dynamo_recorded("models/tiny_llama.py")
+    remedies = fix_candidates(run.recording)
+    site_files = {f.file for r in remedies for f in r.findings}
+    assert any(f and f.endswith("transformers/utils/output_capturing.py") for f in site_files)
+    [remedy] = [r for r in remedies if any("output_capturing.py" in (f.file or "") for f in r.findings)]
+    assert remedy.change.startswith(
+        "at fixtures/programs/models/tiny_llama.py:30 (`out = compiled(input_ids=ids, output_attentions=True)`)"
+    )
+    assert "call the compiled model without it" in remedy.change and not remedy.runnable
+    assert "nonstrict_trace" not in remedy.change and "(untested here)" in remedy.change
+    explained = run.view("explain")
+    [site] = [
+        s for s in explained["graph_breaks"] if s["file"].endswith("output_capturing.py") and s["line"] == 98
+    ]
+    assert site["suggestion"].startswith("Your call asks for output_attentions=True")

@@ -26,10 +26,12 @@ Pure and torch-free: the runs are core/fix/verify.py's.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tcx.core.analysis.remedies import structural_remedy
 from tcx.core.fix import source_file
 from tcx.core.fix.check_rewrite import check_rewrite
 from tcx.core.fix.helper_rewrite import helper_rewrites
@@ -376,6 +378,17 @@ def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: di
             break
     else:
         configured = False
+    structural = structural_remedy(site.gb_type, site.user_stack)
+    if site.in_library or structural:  # never a library's line: what the user changes where they call it
+        if not configured:
+            advice = _call_site_advice(site)
+            why = (
+                "a change at your call site, not one tcx fix can make mechanically, so it was not run "
+                "(untested)"
+            )
+            remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
+            remedy.findings.append(finding)
+        return
     for needles, advice, rewriters in CODE_RULES:
         if not any(n in text for n in needles):
             continue
@@ -393,6 +406,20 @@ def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: di
             remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
             remedy.findings.append(finding)
         return
+
+
+def _call_site_advice(site: BreakSite) -> str:
+    """The explain view's remedy of a break in library code or of training-step code in the compiled
+    region (backward(), optimizer.step(), zero_grad()), addressed to the user's line that led there."""
+    from tcx.core.analysis.remedies import LIBRARY_REMEDY
+
+    own = site.user_stack[-1] if site.user_stack and not site.in_library else None
+    entry = site.entry_frame or own
+    if entry is None or not entry.code:
+        return f"at your call into {site.file}:{site.line}: {site.suggestion or LIBRARY_REMEDY}"
+    file = os.path.relpath(entry.file) if entry.file.startswith(os.getcwd() + os.sep) else entry.file
+    at = f"at {file}:{entry.line} (`{entry.code}`)"
+    return f"{at}: {site.suggestion or LIBRARY_REMEDY}"
 
 
 def _logger_rule(site: BreakSite) -> ConfigRule | None:
