@@ -438,9 +438,8 @@ def test_output_attentions_breaks_are_remedied_at_the_users_call_untested(dynamo
     site_files = {f.file for r in remedies for f in r.findings}
     assert any(f and f.endswith("transformers/utils/output_capturing.py") for f in site_files)
     [remedy] = [r for r in remedies if any("output_capturing.py" in (f.file or "") for f in r.findings)]
-    assert remedy.change.startswith(
-        "at fixtures/programs/models/tiny_llama.py:30 (`out = compiled(input_ids=ids, output_attentions=True)`)"
-    )
+    call = "out = compiled(input_ids=ids, output_attentions=True)"
+    assert remedy.change.startswith(f"at fixtures/programs/models/tiny_llama.py:30 (`{call}`)")
     assert "call the compiled model without it" in remedy.change and not remedy.runnable
     assert "nonstrict_trace" not in remedy.change and "(untested here)" in remedy.change
     explained = run.view("explain")
