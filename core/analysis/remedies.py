@@ -128,7 +128,7 @@ def structural_remedy(gb_type: str, stack: list[Any]) -> str | None:
     optimizer.step() or zero_grad(); or a library break that an option of the user's call turns on
     (output_attentions=True); None otherwise. `stack`: the break's frames (innermost last)."""
     user = [f for f in stack if f.origin == "user"]
-    code = user[-1].code if user else ""
+    code = (getattr(user[-1], "code", None) or "") if user else ""  # a frame may come without its code
     if "Tensor.backward()" in gb_type or ".backward(" in code:
         return BACKWARD_REMEDY
     if ".zero_grad(" in code:

@@ -378,34 +378,33 @@ def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: di
             break
     else:
         configured = False
+    # training-step code (backward(), step(), zero_grad()) has its standard remedy, not a rewrite
     structural = structural_remedy(site.gb_type, site.user_stack)
-    if site.in_library or structural:  # never a library's line: what the user changes where they call it
-        if not configured:
-            advice = _call_site_advice(site)
-            why = (
-                "a change at your call site, not one tcx fix can make mechanically, so it was not run "
-                "(untested)"
-            )
-            remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
-            remedy.findings.append(finding)
-        return
-    for needles, advice, rewriters in CODE_RULES:
+    library = bool(site.user_stack) and site.user_stack[-1].origin != "user"  # BreakSite.in_library
+    rewrites: list[Rewrite] = []
+    for needles, advice, rewriters in [] if structural else CODE_RULES:
         if not any(n in text for n in needles):
             continue
         made = [m for r in rewriters for m in _as_list(_bounded(r, site))]
-        rewrites = [m for m in made if isinstance(m, Rewrite)]
+        rewrites = [m for m in made if isinstance(m, Rewrite)]  # a user's helper: decorated on a copy
         for alternative, rewrite in enumerate(rewrites, int(configured)):
             remedy = by_change.setdefault(
                 rewrite.line, Remedy("code", rewrite.line, [], rewrite=rewrite, alternative=alternative)
             )
             _unavailable(remedy, rewrite.needs or "", missing)
             remedy.findings.append(finding)
-        if advice and not rewrites and not configured:
+        if advice and not rewrites and not configured and not library:
             whys = "; ".join(m for m in made if isinstance(m, str))
             why = f"needs a code change tcx fix cannot make mechanically ({whys}), so it was not run"
             remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
             remedy.findings.append(finding)
-        return
+        break
+    if (library or structural) and not configured and not rewrites:
+        # never a change to the library's line: what the user changes where they call it
+        advice = _call_site_advice(site)
+        why = "a change at your call site that tcx fix cannot make mechanically, so it was not run (untested)"
+        remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
+        remedy.findings.append(finding)
 
 
 def _call_site_advice(site: BreakSite) -> str:
