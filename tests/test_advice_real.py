@@ -447,3 +447,49 @@ def test_output_attentions_breaks_are_remedied_at_the_users_call_untested(dynamo
         s for s in explained["graph_breaks"] if s["file"].endswith("output_capturing.py") and s["line"] == 98
     ]
     assert site["suggestion"].startswith("Your call asks for output_attentions=True")
+
+
+# ------------------------------------------------------------- a compiled forward that only generate() calls
+
+GEN_FORWARD = "models/generate_compiled_forward.py"
+
+
+def test_a_frame_only_generate_calls_is_remedied_at_the_generate_call() -> None:
+    """`model.forward = torch.compile(model.forward)` then `model.generate()`: forward recompiles for prefill
+    vs decode and on the growing cache. The remedy names the user's generate() line and a static cache
+    (untested by tcx fix), never mark_dynamic on generate()'s arguments; the static cache applied by hand in
+    a plain run compiles fewer entries (torch's own log)."""
+    from conftest import plain_trace
+    from fix_runs import recompile_reasons
+
+    run = shared_run(
+        "recompiles",
+        str(PROGRAMS / GEN_FORWARD),
+        "--backend",
+        "eager",
+        "--format",
+        "json",
+        save=True,
+        trace=True,
+    ).ok()
+    doc = run.json()
+    truth = read_torch_trace(run.torch_trace)
+    recompiles = [c for c in doc["calls"] if c["outcome"] == "recompile"]
+    assert len(recompiles) == truth.recompiles >= 2
+    reasons = "\n".join(recompile_reasons(run.torch_trace))
+    for call in recompiles:
+        remedy = call["remedy"]
+        assert "only generate() (transformers/generation/utils.py:" in remedy
+        assert f"from your line {GEN_FORWARD.rsplit('/', 1)[1]}:27" in remedy
+        assert 'model.generate(..., cache_implementation="static")' in remedy and "Untested here" in remedy
+        assert "mark_dynamic" not in remedy and "tensor argument" not in remedy
+        for g in call["failed_guards"]:  # sizes from size guards, as torch logged them
+            if g["kind"] == "shape":
+                assert f"expected {g['expected']}, actual {g['actual']}" in reasons
+    remedies = fix_candidates(run.recording)
+    assert remedies and not any("mark_dynamic" in r.change or "dynamic=True" in r.change for r in remedies)
+    [site] = [r for r in remedies if r.findings[0].kind == "recompile"]
+    assert site.change.endswith('model.generate(..., cache_implementation="static")') and not site.runnable
+
+    static = plain_trace(GEN_FORWARD, "--static")  # the remedy by hand, no tcx: fewer recompiles and graphs
+    assert static.recompiles < truth.recompiles and static.graphs < truth.graphs

@@ -23,7 +23,7 @@ from tcx.core.analysis.shape_facts import (
 )
 
 if TYPE_CHECKING:
-    from tcx.core.model import RunModel
+    from tcx.core.model import Frame, RunModel
     from tcx.core.views.recompiles import Call, FailedGuard
 
 CAUSES = {
@@ -103,6 +103,11 @@ def explain_call(call: Call, ctx: RemedyContext) -> None:
     if set_on_first_call(g) is not None:
         call.cause = "attribute set on the first call"
     call.expected = expected_reason(call, g, ctx)
+    caller = library_caller(call, ctx)
+    if caller is not None and call.expected is None:  # its arguments are the library's, not the user's
+        call.call_site = _call_site_change(*caller)
+        call.remedy = _library_call_remedy(call, g, *caller)
+        return
     if g.kind == "shape":
         call.cause, call.remedy = _shape(call, g, ctx)
     else:
@@ -110,6 +115,70 @@ def explain_call(call: Call, ctx: RemedyContext) -> None:
     also = second_failures(call, ctx)
     if also:
         call.remedy = f"{call.remedy} {also}"
+
+
+def library_caller(call: Call, ctx: RemedyContext) -> tuple[Frame, list[Frame]] | None:
+    """(the user's line, the library frames between it and the compiled frame) when library code, not the
+    user's, calls the compiled frame (generate() calling a compiled forward, a Trainer, a hook); read from
+    the stack of the compile the call made. torch's own frames (nn.Module's __call__) do not count."""
+    comp = ctx.model.compiles.get(call.compile_id or "")
+    stack = comp.stack if comp else []
+    if stack and comp and stack[-1].name == comp.co_name:  # the compiled frame itself (a user's callback)
+        stack = stack[:-1]
+    users = [i for i, f in enumerate(stack) if f.origin == "user"]
+    if not users:
+        return None
+    between = [f for f in stack[users[-1] + 1 :] if f.origin == "library"]
+    return (stack[users[-1]], between) if between else None
+
+
+def _generate_frame(between: list[Frame]) -> Frame | None:
+    return next((f for f in between if f.name == "generate" and "transformers" in f.file), None)
+
+
+def _library_path(file: str) -> str:
+    """A library file as its package names it: transformers/generation/utils.py."""
+    norm = file.replace("\\", "/")
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in norm:
+            return norm.rsplit(marker, 1)[1]
+    return os.path.basename(file)
+
+
+def _user_line(user: Frame) -> str:
+    where = f"{os.path.basename(user.file)}:{user.line}"
+    return f"`{user.code}` ({where})" if user.code else where
+
+
+def _call_site_change(user: Frame, between: list[Frame]) -> str:
+    """The change at the user's call, as tcx fix lists it (untested: a keyword added at the call)."""
+    if _generate_frame(between):
+        return f'at {_user_line(user)}: model.generate(..., cache_implementation="static")'
+    return f"at {_user_line(user)}: change what your call passes, or compile the code you call"
+
+
+def _library_call_remedy(call: Call, g: FailedGuard, user: Frame, between: list[Frame]) -> str:
+    fn = call.wraps or call.function
+    gen = _generate_frame(between)
+    lib = gen or between[0]
+    head = (
+        f"`{g.arg}` changed ({g.guard}), but only {lib.name}() ({_library_path(lib.file)}:{lib.line}) "
+        f"calls {fn}, from your line {_user_line(user)}: it builds these arguments, so marking them or "
+        "passing them differently is not yours to do."
+    )
+    if gen:
+        return (
+            f"{head} generate() calls {fn} once for the prompt (prefill) and once per new token "
+            "(decode), with a cache that grows every step, so its sizes and the cache's state change by "
+            "design. At your generate() call, ask for a static cache: "
+            'model.generate(..., cache_implementation="static") (one cache size: decode compiles once), '
+            "or compile the decode step rather than forward. Untested here: tcx fix cannot add a keyword "
+            "at your call."
+        )
+    return (
+        f"{head} Change what your call passes, or compile the code you call rather than a frame inside the "
+        "library (untested here)."
+    )
 
 
 def hidden_size_failures(call: Call, ctx: RemedyContext) -> dict[str, list[tuple[str, int, int, int]]]:

@@ -121,6 +121,7 @@ class Finding:
     tied: tuple[tuple[str, int], ...] = ()  # sizes a guard ties to arg's dim: marked with it, never apart
     guard: str | None = None  # a recompile on another guard: the guard's text (the same recompile elsewhere)
     cause: str | None = None  # the recompiles view's cause of a size recompile (duck sizing, a buffer ...)
+    call_site: str | None = None  # library code calls the frame: the change at the user's call
 
     def to_json(self) -> dict[str, Any]:
         site = {"file": self.file, "line": self.line, "function": self.function}
@@ -303,10 +304,14 @@ def _not_a_mark(finding: Finding) -> list[Remedy] | None:
     forced to a constant by a line (a mark makes torch raise ConstraintViolationError there; turning duck
     sizing off is a config tcx fix runs), a size the code specializes, a registered buffer or parameter
     reallocated (torch keeps their sizes static; marks do not apply), or a tensor reached through an
-    argument (the fix capture marks the compiled function's own arguments only)."""
+    argument (the fix capture marks the compiled function's own arguments only); and any size of a frame
+    that library code calls (generate() calling a compiled forward): its change is at the user's call."""
     from tcx.core.analysis.recompile_remedies import DUCK_CONFIG, DUCK_SIZING, SPECIALIZED_BY_CODE
 
     arg = finding.arg or "?"
+    if finding.call_site:  # library code passes the arguments: the change is at the user's call
+        why = "a change at your call site that tcx fix cannot make mechanically, so it was not run (untested)"
+        return [Remedy("code", finding.call_site, [], runnable=False, why_not_run=why)]
     if finding.cause == DUCK_SIZING:
         module, _, name = DUCK_CONFIG.rpartition(".")
         config = [{"module": module, "name": name, "value": False}]
@@ -475,6 +480,7 @@ def _shape_recompiles(report: RecompileReport) -> list[Finding]:
             _rank(calls[0], arg),
             tuple(dict.fromkeys(t for c in calls for t in c.tied)),
             cause=calls[0].cause,
+            call_site=calls[0].call_site,
         )
         for (function, arg, dim), calls in seen.items()
     ]

@@ -118,6 +118,7 @@ class Call:
     tied: list[tuple[str, int]] = field(
         default_factory=list
     )  # (arg, dim) a size guard ties to the failed size
+    call_site: str | None = None  # the change at the user's line when library code calls the frame
 
     def to_json(self) -> dict[str, Any]:
         return {
