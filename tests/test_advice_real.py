@@ -493,3 +493,40 @@ def test_a_frame_only_generate_calls_is_remedied_at_the_generate_call() -> None:
 
     static = plain_trace(GEN_FORWARD, "--static")  # the remedy by hand, no tcx: fewer recompiles and graphs
     assert static.recompiles < truth.recompiles and static.graphs < truth.graphs
+
+
+# ------------------------------------------------------------- a recording without the per-call capture
+
+FIRST_CALL = PROGRAMS / "fix" / "first_call_state.py"
+
+
+def test_report_of_an_explain_recording_points_to_the_per_call_capture() -> None:
+    """`tcx explain` records no per-call values: `self.kind is None` failed (so it is set now), but not to
+    what. The report says so and names `tcx recompiles PROGRAM`, which does show the value."""
+    from tcx.cli.session import load
+    from tcx.core.analysis.recompile_remedies import RemedyContext, explain_call
+    from tcx.core.views.recompiles import FailedGuard, analyze
+
+    recording = shared_run("explain", str(FIRST_CALL), "--backend", "eager", save=True).ok().recording
+    text = " ".join(run_tcx("report", str(recording), "--format", "text").stdout.split())
+    assert "See the failing guard" not in text
+    assert "`model.kind = <the value your first call sets>` (the Net compiled at" in text
+    assert (
+        "The value is in the per-call capture this recording lacks: "
+        "`tcx recompiles fixtures/programs/fix/first_call_state.py` shows it." in text
+    )
+    live = shared_run("recompiles", str(FIRST_CALL), "--backend", "eager", "--format", "json").ok().json()
+    [call] = [c for c in live["calls"] if c["outcome"] == "recompile"]
+    assert "`model.kind = 'regression'`" in call["remedy"] and "per-call capture" not in call["remedy"]
+
+    # any other guard of a recording without the capture: the same pointer, not "keep it constant"
+    model = load(str(recording)).model
+    [recompiled] = [c for c in analyze(model).calls if c.outcome == "recompile"]
+    assert recompiled.from_trace
+    recompiled.failed_guards = [FailedGuard("0/0", "___check_obj_id(L['self'].lin, 1)")]
+    explain_call(recompiled, RemedyContext(model, [recompiled], {}, {}))
+    assert recompiled.remedy is not None
+    assert "torch's log names it but not the values it read on this call" in recompiled.remedy
+    assert (
+        "`tcx recompiles fixtures/programs/fix/first_call_state.py` records every call's" in recompiled.remedy
+    )

@@ -488,6 +488,12 @@ def _remedy(call: Call, g: FailedGuard, ctx: RemedyContext) -> str:
     first_call = set_on_first_call(g)
     if first_call is not None:
         return _first_call_remedy(g, first_call, ctx)
+    if call.from_trace:  # no per-call capture: torch's log names the guard, not the values it read
+        return (
+            f"See the failing guard{_where(g)}: torch's log names it but not the values it read on this "
+            f"call, and this recording has no per-call capture; {_recompiles_command(ctx)} records every "
+            "call's values and says what to change."
+        )
     return f"See the failing guard{_where(g)}; keep what it checks constant across calls."
 
 
@@ -499,7 +505,7 @@ def set_on_first_call(g: FailedGuard) -> tuple[str, ...] | None:
     that failed because the value is set now: state the code sets on its first call (transformers sets
     `config.problem_type` on the first call with labels). None for any other guard."""
     m = _IS_NONE.fullmatch(g.guard.strip())
-    if m is None or g.actual in (None, "None"):
+    if m is None or g.actual == "None":  # None: not captured (a log); `is None` failed, so it is set now
         return None
     return tuple(m["source"].split(".")[1:])
 
@@ -510,12 +516,24 @@ def _first_call_remedy(g: FailedGuard, path: tuple[str, ...], ctx: RemedyContext
     attr = ".".join(path)
     modules = [c for c in compile_calls(ctx.model) if c.target[:1].isupper()]  # a class: a module compiled
     where = f" (the {modules[0].target} compiled at {modules[0].where})" if len(modules) == 1 else ""
+    now, value, unknown = f"is {g.actual} now", g.actual, ""
+    if g.actual is None:  # torch's log names the guard, not the value it read
+        now, value = "is set now", "<the value your first call sets>"
+        command = _recompiles_command(ctx)
+        unknown = f" The value is in the per-call capture this recording lacks: {command} shows it."
     return (
-        f"`self.{attr}` was None when entry {g.entry} was compiled and is {g.actual} now: the code sets it "
+        f"`self.{attr}` was None when entry {g.entry} was compiled and {now}: the code sets it "
         f"on the first call{_where(g)}, so the second call fails the guard. Set it before compiling, at your "
-        f"call site: `model.{attr} = {g.actual}`{where}, or make one call before torch.compile (a warm-up), "
-        "so every compiled call sees the value."
+        f"call site: `model.{attr} = {value}`{where}, or make one call before torch.compile (a warm-up), "
+        f"so every compiled call sees the value.{unknown}"
     )
+
+
+def _recompiles_command(ctx: RemedyContext) -> str:
+    """The command that records every call's values (the per-call capture) for this run's program."""
+    target = str(ctx.model.target or "")
+    program = os.path.relpath(target) if target.endswith(".py") and os.path.isabs(target) else target
+    return f"`tcx recompiles {program if program.endswith('.py') else 'PROGRAM'}`"
 
 
 def _state_changes(call: Call, g: FailedGuard, ctx: RemedyContext) -> list[str]:
