@@ -530,3 +530,45 @@ def test_report_of_an_explain_recording_points_to_the_per_call_capture() -> None
     assert (
         "`tcx recompiles fixtures/programs/fix/first_call_state.py` records every call's" in recompiled.remedy
     )
+
+
+# ------------------------------------------------------------- the Python API's per-call timeline
+
+TIMELINE = """
+import json, torch, tcx
+lin = torch.nn.Linear(4, 4)
+before = torch.compile(lambda x: lin(x), backend="eager")
+def calls(f):
+    f(torch.randn(2, 4)); f(torch.randn(2, 4))
+    with torch.no_grad():
+        f(torch.randn(2, 4))
+with tcx.record() as outside:
+    calls(before)
+with tcx.record() as inside:
+    calls(torch.compile(lambda x: lin(x), backend="eager"))
+print(json.dumps({"outside": outside.recompiles().to_json(), "inside": inside.recompiles().to_json(),
+                  "text": outside.recompiles().text(width=200)}))
+"""
+
+
+def test_the_in_process_timeline_is_complete_or_says_it_is_not() -> None:
+    """train, train, eval of one compiled function: compiled in the block, every call is listed (a hit
+    among them) with its argument shapes; compiled before the block, the capture saw no call, and the
+    view says so instead of claiming a complete timeline of 2 calls and no hit."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", TIMELINE], capture_output=True, text=True, timeout=600, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    inside, outside = doc["inside"], doc["outside"]
+    assert inside["per_call_capture"] is True and inside["note"] is None
+    assert [c["outcome"] for c in inside["calls"]] == ["compile", "hit", "recompile"]
+    assert all(c["args"][0]["shape"] == [2, 4] for c in inside["calls"])
+    assert outside["recompile_count"] == inside["recompile_count"] == 1  # the same run, seen from the trace
+    assert outside["per_call_capture"] is False
+    assert outside["note"].startswith("the per-call capture saw none of the compiled calls")
+    text = " ".join(doc["text"].split())
+    assert "note: live: the per-call capture saw none of the compiled calls" in text and "hit 0" not in text
