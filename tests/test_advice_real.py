@@ -572,3 +572,26 @@ def test_the_in_process_timeline_is_complete_or_says_it_is_not() -> None:
     assert outside["note"].startswith("the per-call capture saw none of the compiled calls")
     text = " ".join(doc["text"].split())
     assert "note: live: the per-call capture saw none of the compiled calls" in text and "hit 0" not in text
+
+
+def test_a_branch_on_the_exact_size_is_not_advised_marked_dynamic(dynamo_recorded) -> None:
+    """fix_specialized.py branches on `x.shape[0] == 8`: the recompile makes the size symbolic with the
+    guard Ne(s, 8) (torch's own log), so the view says the recompile happens once and where the code
+    specializes the size, never 'mark it dynamic' first (tcx fix refutes that: test_fix.py)."""
+    from conftest import torch_trace_records
+
+    run = dynamo_recorded("fix_specialized.py")
+    guards = [
+        md["guard_added_fast"]
+        for name, md, _ in torch_trace_records(run.torch_trace)
+        if name == "guard_added_fast" and str(md["guard_added_fast"].get("expr", "")).startswith("Ne(")
+    ]
+    assert guards and guards[0]["expr"].endswith(", 8)")
+    doc = run.view("recompiles")
+    [call] = [c for c in doc["calls"] if c["outcome"] == "recompile"]
+    assert call["cause"] == "branch on the exact size"
+    assert f"torch guards the new entry with {guards[0]['expr']}" in call["remedy"]
+    assert (
+        "at line 9 (`if x.shape[0] == 8:" in call["remedy"] and "The recompile happens once" in call["remedy"]
+    )
+    assert "mark it dynamic before the first call" not in call["remedy"]

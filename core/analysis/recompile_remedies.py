@@ -303,6 +303,9 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
     spec = entry.specialization_of(dim)
     if spec is not None:
         return _specialized(call, g, dim, spec, ctx)
+    branch = _branch_on_exact_size(call, g)
+    if branch is not None:
+        return "branch on the exact size", _exact_size_remedy(call, g, branch)
     values = _seen(call, g, ctx.calls)
     head = f"Dimension {g.dim} of `{g.arg}` changes between calls{values}."
     if dim in marked_dynamic(ctx.model, g.entry):
@@ -362,6 +365,37 @@ def _tied_remedy(call: Call, g: FailedGuard, head: str, dims: list[Dim]) -> str:
         f"{once} Compile {fn} with dynamic=True, or mark every tied size before the first call: {marks}. "
         f"Marking `{g.arg}` alone leaves {others} static, and torch raises ConstraintViolationError where "
         "the code requires the sizes to be equal."
+    )
+
+
+_EXACT = re.compile(r"(?:Ne|Eq)\((?P<symbol>\w+), (?P<value>-?\d+)\)")
+
+
+def _branch_on_exact_size(call: Call, g: FailedGuard) -> dict[str, Any] | None:
+    """The guard of the new entry's symbol that compares it with the failed entry's size (`Ne(s77, 8)` at
+    `if x.shape[0] == 8:`): the code branches on that exact size, so a mark on it makes torch raise."""
+    for p in call.promotions:
+        if (p.arg, p.dim) != (g.arg, g.dim):
+            continue
+        for guard in p.guards:
+            m = _EXACT.fullmatch(str(guard.get("expr", "")).strip())
+            if m and m["symbol"] == p.symbol and m["value"] == g.expected:
+                return guard
+    return None
+
+
+def _exact_size_remedy(call: Call, g: FailedGuard, guard: dict[str, Any]) -> str:
+    fn = call.wraps or call.function
+    line = f"line {guard['line']}" if guard.get("line") else "a line of the compiled code"
+    code = f" (`{guard['code']}`)" if guard.get("code") else ""
+    return (
+        f"Dimension {g.dim} of `{g.arg}` was {g.expected} in entry {g.entry} and is {g.actual} now. Dynamo "
+        f"made it symbolic on this recompile (automatic dynamic), and the code branches on its exact value "
+        f"at {line}{code}: torch guards the new entry with {guard['expr']}, so entry {g.entry} keeps size "
+        f"{g.expected} and the new one serves every other size. The recompile happens once; marking the size "
+        f"dynamic makes torch raise ConstraintViolationError (the code specializes it), and dynamic=True "
+        f"still compiles one entry per side of the branch. To compile {fn} once, make the branch not depend "
+        "on the exact size (torch.where, or torch.cond on a size predicate)."
     )
 
 
