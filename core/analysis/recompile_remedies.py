@@ -194,9 +194,9 @@ def hidden_size_failures(call: Call, ctx: RemedyContext) -> dict[str, list[tuple
             if old is None or new is None or len(new) != len(old):
                 continue
             for d, (old_v, new_v) in enumerate(zip(old, new, strict=True)):
-                if None in (old_v, new_v) or old_v == new_v or (t["arg"], d) == (g.arg, g.dim):
+                if old_v is None or new_v is None or old_v == new_v or (t["arg"], d) == (g.arg, g.dim):
                     continue
-                out.setdefault(g.entry, []).append((t["arg"], d, old_v, new_v))
+                out.setdefault(g.entry, []).append((str(t["arg"]), d, old_v, new_v))
     return out
 
 
