@@ -49,6 +49,8 @@ def first_remedies(doc: dict[str, Any]) -> list[tuple[str, str, str]]:
         for finding in remedy.get("findings") or []:
             site = finding.get("site") or {}
             key = f"{finding['what']} at {Path(str(site.get('file'))).name}:{site.get('line')}"
+            if site.get("arg") is not None:  # two sizes recompiling at one line are two findings
+                key += f" ({site['arg']} dim {site.get('dim')})"
             if key in out:
                 continue
             status = "verified" if remedy["verified"] else "refuted" if remedy["ran"] else "untested"

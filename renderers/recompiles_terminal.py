@@ -54,7 +54,7 @@ def _header(rep: RecompileReport, console: Console) -> None:
             )
     console.print(counts)
     if not rep.live:
-        console.print(Text(f"note: {rep.model.source_kind}: " + _live_note(), style="warn"))
+        console.print(Text(f"note: {rep.model.source_kind}: {rep.note or _live_note()}", style="warn"))
     for name, why in rep.model.status.features.unavailable().items():
         console.print(Text(f"note: {clean(name)}: {clean(why)}", style="warn"))
     console.print()

@@ -338,3 +338,258 @@ def test_backward_step_and_zero_grad_in_the_compiled_step_get_the_standard_remed
     # the remedy applied by hand (the loss compiled, the rest outside), a plain run: torch logs no break
     fixed = plain_trace(WHOLE_STEP, "--fixed")
     assert fixed.graph_breaks == 0 and fixed.graphs >= 1
+
+
+# ------------------------------------------------------------ a recompile with two causes (gpt-fast prefill)
+
+FAST_DECODE = PROGRAMS / "models" / "fast_decode.py"
+
+
+def test_no_refuted_first_remedy_on_a_two_cause_recompile(tmp_path: Path) -> None:
+    """fast_decode's prefill recompiles through duck sizing (the second prompt) and on the reallocated KV
+    cache (the third call, which misses entry 0/0 on both). tcx fix's first remedy for the duck-sizing
+    recompile is the config it verifies; marking `x` dynamic (torch raises ConstraintViolationError) and
+    marks on module buffers (torch keeps them static) are never run; the third call says both fixes are
+    needed, as torch's own guards of entry 0/0 show (its cache size differs from the call's too)."""
+    from conftest import read_torch_trace, torch_trace_records
+    from fix_runs import counts, figures, fix_json
+
+    logs = tmp_path / "logs"
+    doc = fix_json(FAST_DECODE, logs, "--backend", "eager", "--max-runs", "1")
+    baseline = read_torch_trace(logs / "baseline")
+    assert figures(doc["before"]) == counts(baseline) and baseline.recompiles == 3
+    first: dict[tuple, dict] = {}
+    for r in doc["remedies"]:
+        for f in r["findings"]:
+            first.setdefault((f["site"].get("arg"), f["site"]["function"]), r)
+    duck = first[("x", "prefill")]
+    assert duck["change"] == "torch.fx.experimental._config.use_duck_shape = False"
+    after = read_torch_trace(Path(duck["trace_log"]))
+    assert duck["ran"] and duck["verified"], duck["why_not"]
+    assert figures(duck["after"]) == counts(after) and after.recompiles == 2  # the cache's stay
+    assert not any(r["ran"] and not r["verified"] for r in first.values())
+    assert not any(
+        "mark_dynamic(x" in r["change"] or "mark_dynamic(model" in r["change"] for r in doc["remedies"]
+    )
+    cache = [r for key, r in first.items() if "_buffers['k']" in str(key[0])]
+    assert cache and all(not r["ran"] and r["change"].startswith("allocate ") for r in cache)
+
+    # the third call: torch reports entry 0/0's first failing guard (x); its guards fix the cache at 16
+    guards = {
+        f"{md['frame_id']}/{md['frame_compile_id']}": payload
+        for name, md, payload in torch_trace_records(logs / "baseline")
+        if name == "dynamo_cpp_guards_str"
+    }
+    k = "._modules['cache']._buffers['k']"
+    assert any(k in ln and "size=[1, 4, 16, 16]" in ln for ln in guards["0/0"].splitlines())
+    assert any(k in ln and "size=[1, 4, 9, 16]" in ln for ln in guards["0/2"].splitlines())
+    rc = json.loads(run_tcx("recompiles", str(logs / "baseline"), "--format", "json").stdout)
+    [third] = [c for c in rc["calls"] if c["compile_id"] == "0/2"]
+    assert [g["entry"] for g in third["failed_guards"]] == ["0/1", "0/0"]
+    assert third["failed_guards"][1]["arg"] == "x"
+    assert (
+        f"entry 0/0 also fixes `model._modules['blocks']._modules['0']{k}` dimension 2 (16 there, 9 now)"
+        in third["remedy"]
+    )
+    assert (
+        "with `x` fixed alone this call would still miss entry 0/0, so both fixes are needed"
+        in third["remedy"]
+    )
+
+
+# ------------------------------------------------------------------ first remedies of breaks in library code
+
+
+def fix_candidates(recording: Path) -> list:
+    """tcx fix's candidates from a saved recording (no run), in the order tcx fix tries them."""
+    from tcx.cli.session import load
+    from tcx.core.fix.candidates import candidates, order
+    from tcx.core.views.explain import explain
+    from tcx.core.views.recompiles import analyze
+
+    model = load(str(recording)).model
+    return order(candidates(explain(model), analyze(model), already_dynamic=False))
+
+
+def test_a_break_in_torchs_optimizer_is_remedied_at_the_users_line_untested(dynamo_recorded) -> None:
+    """whole_train_step: the optimizer's break is in torch's optimizer.py; the remedy is the structural one
+    at the user's `optimizer.step()` line (listed untested, never run), never a decorator on torch's code;
+    backward() and zero_grad() get theirs at their lines."""
+    remedies = fix_candidates(dynamo_recorded(WHOLE_STEP).recording)
+    assert {r.kind for r in remedies} == {"code"} and not any(r.runnable for r in remedies)
+    step = [r for r in remedies if any("/torch/optim/" in (f.file or "") for f in r.findings)]
+    assert step and all(
+        r.change.startswith(f"at fixtures/programs/{WHOLE_STEP}:20 (`optimizer.step()`): optimizer.step()")
+        and "torch.compile(optimizer.step)" in r.change
+        and "(untested here)" in r.change
+        for r in step
+    )
+    assert not any("nonstrict_trace" in r.change or "remove the torch._dynamo" in r.change for r in remedies)
+    lines = {f.line: r.change for r in remedies for f in r.findings if f.file and f.file.endswith(WHOLE_STEP)}
+    assert lines[19].startswith(f"at fixtures/programs/{WHOLE_STEP}:19 (`loss.backward()`): backward()")
+    assert lines[21].startswith(f"at fixtures/programs/{WHOLE_STEP}:21 (`optimizer.zero_grad()`)")
+
+
+def test_output_attentions_breaks_are_remedied_at_the_users_call_untested(dynamo_recorded) -> None:
+    """tiny_llama: `compiled(input_ids=ids, output_attentions=True)` breaks inside transformers; the remedy
+    names that call and the option it passes, never a change to transformers' files."""
+    run = dynamo_recorded("models/tiny_llama.py")
+    remedies = fix_candidates(run.recording)
+    site_files = {f.file for r in remedies for f in r.findings}
+    assert any(f and f.endswith("transformers/utils/output_capturing.py") for f in site_files)
+    [remedy] = [r for r in remedies if any("output_capturing.py" in (f.file or "") for f in r.findings)]
+    call = "out = compiled(input_ids=ids, output_attentions=True)"
+    assert remedy.change.startswith(f"at fixtures/programs/models/tiny_llama.py:30 (`{call}`)")
+    assert "call the compiled model without it" in remedy.change and not remedy.runnable
+    assert "nonstrict_trace" not in remedy.change and "(untested here)" in remedy.change
+    explained = run.view("explain")
+    [site] = [
+        s for s in explained["graph_breaks"] if s["file"].endswith("output_capturing.py") and s["line"] == 98
+    ]
+    assert site["suggestion"].startswith("Your call asks for output_attentions=True")
+
+
+# ------------------------------------------------------------- a compiled forward that only generate() calls
+
+GEN_FORWARD = "models/generate_compiled_forward.py"
+
+
+def test_a_frame_only_generate_calls_is_remedied_at_the_generate_call() -> None:
+    """`model.forward = torch.compile(model.forward)` then `model.generate()`: forward recompiles for prefill
+    vs decode and on the growing cache. The remedy names the user's generate() line and a static cache
+    (untested by tcx fix), never mark_dynamic on generate()'s arguments; the static cache applied by hand in
+    a plain run compiles fewer entries (torch's own log)."""
+    from conftest import plain_trace
+    from fix_runs import recompile_reasons
+
+    run = shared_run(
+        "recompiles",
+        str(PROGRAMS / GEN_FORWARD),
+        "--backend",
+        "eager",
+        "--format",
+        "json",
+        save=True,
+        trace=True,
+    ).ok()
+    doc = run.json()
+    truth = read_torch_trace(run.torch_trace)
+    recompiles = [c for c in doc["calls"] if c["outcome"] == "recompile"]
+    assert len(recompiles) == truth.recompiles >= 2
+    reasons = "\n".join(recompile_reasons(run.torch_trace))
+    for call in recompiles:
+        remedy = call["remedy"]
+        assert "only generate() (transformers/generation/utils.py:" in remedy
+        assert f"from your line {GEN_FORWARD.rsplit('/', 1)[1]}:27" in remedy
+        assert 'model.generate(..., cache_implementation="static")' in remedy and "Untested here" in remedy
+        assert "mark_dynamic" not in remedy and "tensor argument" not in remedy
+        for g in call["failed_guards"]:  # sizes from size guards, as torch logged them
+            if g["kind"] == "shape":
+                assert f"expected {g['expected']}, actual {g['actual']}" in reasons
+    remedies = fix_candidates(run.recording)
+    assert remedies and not any("mark_dynamic" in r.change or "dynamic=True" in r.change for r in remedies)
+    [site] = [r for r in remedies if r.findings[0].kind == "recompile"]
+    assert site.change.endswith('model.generate(..., cache_implementation="static")') and not site.runnable
+
+    static = plain_trace(GEN_FORWARD, "--static")  # the remedy by hand, no tcx: fewer recompiles and graphs
+    assert static.recompiles < truth.recompiles and static.graphs < truth.graphs
+
+
+# ------------------------------------------------------------- a recording without the per-call capture
+
+FIRST_CALL = PROGRAMS / "fix" / "first_call_state.py"
+
+
+def test_report_of_an_explain_recording_points_to_the_per_call_capture() -> None:
+    """`tcx explain` records no per-call values: `self.kind is None` failed (so it is set now), but not to
+    what. The report says so and names `tcx recompiles PROGRAM`, which records the value."""
+    from tcx.cli.session import load
+    from tcx.core.analysis.recompile_remedies import RemedyContext, explain_call
+    from tcx.core.views.recompiles import FailedGuard, analyze
+
+    recording = shared_run("explain", str(FIRST_CALL), "--backend", "eager", save=True).ok().recording
+    text = " ".join(run_tcx("report", str(recording), "--format", "text").stdout.split())
+    assert "See the failing guard" not in text
+    assert "`model.kind = <the value your first call sets>` (the Net compiled at" in text
+    assert (
+        "The value is in the per-call capture this recording lacks: "
+        "`tcx recompiles fixtures/programs/fix/first_call_state.py` shows it." in text
+    )
+    # (a live run's capture has the value: bert_labels' test above sees 'single_label_classification')
+
+    # any other guard of a recording without the capture: the same pointer, not "keep it constant"
+    model = load(str(recording)).model
+    [recompiled] = [c for c in analyze(model).calls if c.outcome == "recompile"]
+    assert recompiled.from_trace
+    recompiled.failed_guards = [FailedGuard("0/0", "___check_obj_id(L['self'].lin, 1)")]
+    explain_call(recompiled, RemedyContext(model, [recompiled], {}, {}))
+    assert recompiled.remedy is not None
+    assert "torch's log names it but not the values it read on this call" in recompiled.remedy
+    assert (
+        "`tcx recompiles fixtures/programs/fix/first_call_state.py` records every call's" in recompiled.remedy
+    )
+
+
+# ------------------------------------------------------------- the Python API's per-call timeline
+
+TIMELINE = """
+import json, torch, tcx
+lin = torch.nn.Linear(4, 4)
+before = torch.compile(lambda x: lin(x), backend="eager")
+def calls(f):
+    f(torch.randn(2, 4)); f(torch.randn(2, 4))
+    with torch.no_grad():
+        f(torch.randn(2, 4))
+with tcx.record() as outside:
+    calls(before)
+with tcx.record() as inside:
+    calls(torch.compile(lambda x: lin(x), backend="eager"))
+print(json.dumps({"outside": outside.recompiles().to_json(), "inside": inside.recompiles().to_json(),
+                  "text": outside.recompiles().text(width=200)}))
+"""
+
+
+def test_the_in_process_timeline_is_complete_or_says_it_is_not() -> None:
+    """train, train, eval of one compiled function: compiled in the block, every call is listed (a hit
+    among them) with its argument shapes; compiled before the block, the capture saw no call, and the
+    view says so instead of claiming a complete timeline of 2 calls and no hit."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-c", TIMELINE], capture_output=True, text=True, timeout=600, cwd=REPO
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout.strip().splitlines()[-1])
+    inside, outside = doc["inside"], doc["outside"]
+    assert inside["per_call_capture"] is True and inside["note"] is None
+    assert [c["outcome"] for c in inside["calls"]] == ["compile", "hit", "recompile"]
+    assert all(c["args"][0]["shape"] == [2, 4] for c in inside["calls"])
+    assert outside["recompile_count"] == inside["recompile_count"] == 1  # the same run, seen from the trace
+    assert outside["per_call_capture"] is False
+    assert outside["note"].startswith("the per-call capture saw none of the compiled calls")
+    text = " ".join(doc["text"].split())
+    assert "note: live: the per-call capture saw none of the compiled calls" in text and "hit 0" not in text
+
+
+def test_a_branch_on_the_exact_size_is_not_advised_marked_dynamic(dynamo_recorded) -> None:
+    """fix_specialized.py branches on `x.shape[0] == 8`: the recompile makes the size symbolic with the
+    guard Ne(s, 8) (torch's own log), so the view says the recompile happens once and where the code
+    specializes the size, never 'mark it dynamic' first (tcx fix refutes that: test_fix.py)."""
+    from conftest import torch_trace_records
+
+    run = dynamo_recorded("fix_specialized.py")
+    guards = [
+        md["guard_added_fast"]
+        for name, md, _ in torch_trace_records(run.torch_trace)
+        if name == "guard_added_fast" and str(md["guard_added_fast"].get("expr", "")).startswith("Ne(")
+    ]
+    assert guards and guards[0]["expr"].endswith(", 8)")
+    doc = run.view("recompiles")
+    [call] = [c for c in doc["calls"] if c["outcome"] == "recompile"]
+    assert call["cause"] == "branch on the exact size"
+    assert f"torch guards the new entry with {guards[0]['expr']}" in call["remedy"]
+    assert (
+        "at line 9 (`if x.shape[0] == 8:" in call["remedy"] and "The recompile happens once" in call["remedy"]
+    )
+    assert "mark it dynamic before the first call" not in call["remedy"]

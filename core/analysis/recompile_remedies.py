@@ -23,7 +23,7 @@ from tcx.core.analysis.shape_facts import (
 )
 
 if TYPE_CHECKING:
-    from tcx.core.model import RunModel
+    from tcx.core.model import Frame, RunModel
     from tcx.core.views.recompiles import Call, FailedGuard
 
 CAUSES = {
@@ -51,6 +51,12 @@ CAUSES = {
 }
 
 
+# Causes whose remedy is not a mark on the size (tcx fix reads them to pick what it runs)
+DUCK_SIZING = "size specialized through duck sizing"
+DUCK_CONFIG = "torch.fx.experimental._config.use_duck_shape"
+SPECIALIZED_BY_CODE = "size specialized by your code"
+
+
 @dataclass
 class RemedyContext:
     """What a remedy may rely on: the run, every call, and what torch logged about each compile."""
@@ -61,6 +67,8 @@ class RemedyContext:
     shapes: dict[str, CompileShapes]
     states: dict[str, dict[str, str]] = field(default_factory=dict)  # entry -> its global-state values
     shape_guards: dict[str, list[str]] = field(default_factory=dict)  # entry -> its symbolic-shape guards
+    # entry -> the tensors its guards check: {arg, size} (a size's None: a symbolic dimension)
+    tensors: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def dynamic_setting(self, compile_id: str | None) -> str | None:
         """ "True", "False" or None: the `dynamic=` the frame was compiled with, read from torch's own
@@ -95,10 +103,136 @@ def explain_call(call: Call, ctx: RemedyContext) -> None:
     if set_on_first_call(g) is not None:
         call.cause = "attribute set on the first call"
     call.expected = expected_reason(call, g, ctx)
+    caller = library_caller(call, ctx)
+    if caller is not None and call.expected is None:  # its arguments are the library's, not the user's
+        call.call_site = _call_site_change(*caller)
+        call.remedy = _library_call_remedy(call, g, *caller)
+        return
     if g.kind == "shape":
         call.cause, call.remedy = _shape(call, g, ctx)
     else:
         call.remedy = _remedy(call, g, ctx)
+    also = second_failures(call, ctx)
+    if also:
+        call.remedy = f"{call.remedy} {also}"
+
+
+def library_caller(call: Call, ctx: RemedyContext) -> tuple[Frame, list[Frame]] | None:
+    """(the user's line, the library frames between it and the compiled frame) when library code, not the
+    user's, calls the compiled frame (generate() calling a compiled forward, a Trainer, a hook); read from
+    the stack of the compile the call made. torch's own frames (nn.Module's __call__) do not count."""
+    comp = ctx.model.compiles.get(call.compile_id or "")
+    stack = comp.stack if comp else []
+    if stack and comp and stack[-1].name == comp.co_name:  # the compiled frame itself (a user's callback)
+        stack = stack[:-1]
+    users = [i for i, f in enumerate(stack) if f.origin == "user"]
+    if not users:
+        return None
+    between = [f for f in stack[users[-1] + 1 :] if f.origin == "library"]
+    return (stack[users[-1]], between) if between else None
+
+
+def _generate_frame(between: list[Frame]) -> Frame | None:
+    return next((f for f in between if f.name == "generate" and "transformers" in f.file), None)
+
+
+def _library_path(file: str) -> str:
+    """A library file as its package names it: transformers/generation/utils.py."""
+    norm = file.replace("\\", "/")
+    for marker in ("site-packages/", "dist-packages/"):
+        if marker in norm:
+            return norm.rsplit(marker, 1)[1]
+    return os.path.basename(file)
+
+
+def _user_line(user: Frame) -> str:
+    where = f"{os.path.basename(user.file)}:{user.line}"
+    return f"`{user.code}` ({where})" if user.code else where
+
+
+def _call_site_change(user: Frame, between: list[Frame]) -> str:
+    """The change at the user's call, as tcx fix lists it (untested: a keyword added at the call)."""
+    if _generate_frame(between):
+        return f'at {_user_line(user)}: model.generate(..., cache_implementation="static")'
+    return f"at {_user_line(user)}: change what your call passes, or compile the code you call"
+
+
+def _library_call_remedy(call: Call, g: FailedGuard, user: Frame, between: list[Frame]) -> str:
+    fn = call.wraps or call.function
+    gen = _generate_frame(between)
+    lib = gen or between[0]
+    head = (
+        f"`{g.arg}` changed ({g.guard}), but only {lib.name}() ({_library_path(lib.file)}:{lib.line}) "
+        f"calls {fn}, from your line {_user_line(user)}: it builds these arguments, so marking them or "
+        "passing them differently is not yours to do."
+    )
+    if gen:
+        return (
+            f"{head} generate() calls {fn} once for the prompt (prefill) and once per new token "
+            "(decode), with a cache that grows every step, so its sizes and the cache's state change by "
+            "design. At your generate() call, ask for a static cache: "
+            'model.generate(..., cache_implementation="static") (one cache size: decode compiles once), '
+            "or compile the decode step rather than forward. Untested here: tcx fix cannot add a keyword "
+            "at your call."
+        )
+    return (
+        f"{head} Change what your call passes, or compile the code you call rather than a frame inside the "
+        "library (untested here)."
+    )
+
+
+def hidden_size_failures(call: Call, ctx: RemedyContext) -> dict[str, list[tuple[str, int, int, int]]]:
+    """Per entry the call missed: the sizes its guards fix that this call also changed, past the one guard
+    torch reports (it stops at the first failure): (tensor, dimension, the entry's size, this call's size).
+    This call's sizes are those of the entry it compiled (a static size in its guards is the size it saw);
+    a dimension symbolic in either entry is left out."""
+    now = {t["arg"]: _sizes(t["size"]) for t in ctx.tensors.get(call.compile_id or "", [])}
+    out: dict[str, list[tuple[str, int, int, int]]] = {}
+    for g in call.failed_guards:
+        for t in ctx.tensors.get(g.entry, []):
+            old, new = _sizes(t["size"]), now.get(t["arg"])
+            if old is None or new is None or len(new) != len(old):
+                continue
+            for d, (old_v, new_v) in enumerate(zip(old, new, strict=True)):
+                if old_v is None or new_v is None or old_v == new_v or (t["arg"], d) == (g.arg, g.dim):
+                    continue
+                out.setdefault(g.entry, []).append((str(t["arg"]), d, old_v, new_v))
+    return out
+
+
+def _sizes(text: Any) -> list[int | None] | None:
+    """A TENSOR_MATCH guard's size as parsed (`[1, None]`: None a symbolic dimension), or None."""
+    items = str(text or "").strip().removeprefix("[").removesuffix("]").split(",")
+    try:
+        return [None if i.strip() == "None" else int(i) for i in items if i.strip()]
+    except ValueError:
+        return None
+
+
+def second_failures(call: Call, ctx: RemedyContext) -> str:
+    """What fixing the reported guard alone leaves failing: the entries this call missed that it would
+    still miss on another size ("" when none). Tensors an nn.Module registered change together (one
+    reallocation), so they count as one cause, and as the reported guard's when it is one of them."""
+    parts = []
+    for entry, sizes in hidden_size_failures(call, ctx).items():
+        reported = next(g for g in call.failed_guards if g.entry == entry)
+        groups: dict[str, list[tuple[str, int, int, int]]] = {}
+        for size in sizes:
+            groups.setdefault(_module_tensor(size[0]) or size[0], []).append(size)
+        groups.pop(_module_tensor(reported.arg) or reported.arg or "?", None)
+        named = []
+        for group in groups.values():
+            a, d, o, n = group[0]
+            more = (
+                f" (and {len(group) - 1} more registered tensor(s) of the module)" if len(group) > 1 else ""
+            )
+            named.append(f"`{a}` dimension {d} ({o} there, {n} now){more}")
+        if named:
+            parts.append(
+                f"entry {entry} also fixes {'; '.join(named)}: with `{reported.arg}` fixed alone this call "
+                f"would still miss entry {entry}, so both fixes are needed"
+            )
+    return ("Besides, " + "; ".join(parts) + ".") if parts else ""
 
 
 def _json_object(value: Any) -> dict[str, Any]:
@@ -169,6 +303,9 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
     spec = entry.specialization_of(dim)
     if spec is not None:
         return _specialized(call, g, dim, spec, ctx)
+    branch = _branch_on_exact_size(call, g)
+    if branch is not None:
+        return "branch on the exact size", _exact_size_remedy(call, g, branch)
     values = _seen(call, g, ctx.calls)
     head = f"Dimension {g.dim} of `{g.arg}` changes between calls{values}."
     if dim in marked_dynamic(ctx.model, g.entry):
@@ -231,6 +368,37 @@ def _tied_remedy(call: Call, g: FailedGuard, head: str, dims: list[Dim]) -> str:
     )
 
 
+_EXACT = re.compile(r"(?:Ne|Eq)\((?P<symbol>\w+), (?P<value>-?\d+)\)")
+
+
+def _branch_on_exact_size(call: Call, g: FailedGuard) -> dict[str, Any] | None:
+    """The guard of the new entry's symbol that compares it with the failed entry's size (`Ne(s77, 8)` at
+    `if x.shape[0] == 8:`): the code branches on that exact size, so a mark on it makes torch raise."""
+    for p in call.promotions:
+        if (p.arg, p.dim) != (g.arg, g.dim):
+            continue
+        for guard in p.guards:
+            m = _EXACT.fullmatch(str(guard.get("expr", "")).strip())
+            if m and m["symbol"] == p.symbol and m["value"] == g.expected:
+                return guard
+    return None
+
+
+def _exact_size_remedy(call: Call, g: FailedGuard, guard: dict[str, Any]) -> str:
+    fn = call.wraps or call.function
+    line = f"line {guard['line']}" if guard.get("line") else "a line of the compiled code"
+    code = f" (`{guard['code']}`)" if guard.get("code") else ""
+    return (
+        f"Dimension {g.dim} of `{g.arg}` was {g.expected} in entry {g.entry} and is {g.actual} now. Dynamo "
+        f"made it symbolic on this recompile (automatic dynamic), and the code branches on its exact value "
+        f"at {line}{code}: torch guards the new entry with {guard['expr']}, so entry {g.entry} keeps size "
+        f"{g.expected} and the new one serves every other size. The recompile happens once; marking the size "
+        f"dynamic makes torch raise ConstraintViolationError (the code specializes it), and dynamic=True "
+        f"still compiles one entry per side of the branch. To compile {fn} once, make the branch not depend "
+        "on the exact size (torch.where, or torch.cond on a size predicate)."
+    )
+
+
 def _reallocated(call: Call, g: FailedGuard, owner: str, ctx: RemedyContext) -> str:
     name = g.arg or "?"
     cache = re.search(r"cache|\['[kv]'\]|\['[kv]_cache'\]", name, re.I)
@@ -263,19 +431,20 @@ def _specialized(
         shared = ", ".join(f"`{d.text}`" for d in spec.others(dim) if d not in partners)
         also = f"; {shared} hold it too" if shared else ""
         statics = [d for d in partners if d.dim is not None]
-        fix = (
-            f"keep that size out of the shared symbol: torch._dynamo.mark_static({statics[0].arg}, "
-            f"{statics[0].dim}) before the first call if it is a constant, or "
+        keep_apart = (
+            f"; or keep that size out of the shared symbol: torch._dynamo.mark_static({statics[0].arg}, "
+            f"{statics[0].dim}) before the first call if it is a constant"
             if statics
             else ""
         )
-        return "size specialized through duck sizing", (
+        return DUCK_SIZING, (
             f"{how}`{g.arg}` dimension {g.dim} had a symbol in entry {g.entry}, but on that call it was "
             f"{spec.value}, the same as {named}, so torch gave them one symbol, {spec.symbol} (duck "
-            f"sizing: equal sizes share a symbol{also}); then {forced}, and {tail} Fix: {fix}turn duck "
-            "sizing off: torch.fx.experimental._config.use_duck_shape = False."
+            f"sizing: equal sizes share a symbol{also}); then {forced}, and {tail} Fix: turn duck sizing "
+            f"off: {DUCK_CONFIG} = False (a config tcx fix can run){keep_apart}. Marking `{g.arg}` dynamic "
+            "does not help: torch raises ConstraintViolationError at the line that specializes it."
         )
-    return "size specialized by your code", (
+    return SPECIALIZED_BY_CODE, (
         f"{how}`{g.arg}` dimension {g.dim} had a symbol ({spec.symbol}) in entry {g.entry}, then {forced}, "
         f"and {tail} Make that line work for any size (e.g. -1 in view/reshape, sizes read from the "
         f"tensor itself); torch._dynamo.mark_dynamic({g.arg}, {g.dim}) makes torch raise at the line that "
@@ -353,6 +522,12 @@ def _remedy(call: Call, g: FailedGuard, ctx: RemedyContext) -> str:
     first_call = set_on_first_call(g)
     if first_call is not None:
         return _first_call_remedy(g, first_call, ctx)
+    if call.from_trace:  # no per-call capture: torch's log names the guard, not the values it read
+        return (
+            f"See the failing guard{_where(g)}: torch's log names it but not the values it read on this "
+            f"call, and this recording has no per-call capture; {_recompiles_command(ctx)} records every "
+            "call's values and says what to change."
+        )
     return f"See the failing guard{_where(g)}; keep what it checks constant across calls."
 
 
@@ -364,7 +539,7 @@ def set_on_first_call(g: FailedGuard) -> tuple[str, ...] | None:
     that failed because the value is set now: state the code sets on its first call (transformers sets
     `config.problem_type` on the first call with labels). None for any other guard."""
     m = _IS_NONE.fullmatch(g.guard.strip())
-    if m is None or g.actual in (None, "None"):
+    if m is None or g.actual == "None":  # None: not captured (a log); `is None` failed, so it is set now
         return None
     return tuple(m["source"].split(".")[1:])
 
@@ -375,12 +550,24 @@ def _first_call_remedy(g: FailedGuard, path: tuple[str, ...], ctx: RemedyContext
     attr = ".".join(path)
     modules = [c for c in compile_calls(ctx.model) if c.target[:1].isupper()]  # a class: a module compiled
     where = f" (the {modules[0].target} compiled at {modules[0].where})" if len(modules) == 1 else ""
+    now, value, unknown = f"is {g.actual} now", g.actual, ""
+    if g.actual is None:  # torch's log names the guard, not the value it read
+        now, value = "is set now", "<the value your first call sets>"
+        command = _recompiles_command(ctx)
+        unknown = f" The value is in the per-call capture this recording lacks: {command} shows it."
     return (
-        f"`self.{attr}` was None when entry {g.entry} was compiled and is {g.actual} now: the code sets it "
+        f"`self.{attr}` was None when entry {g.entry} was compiled and {now}: the code sets it "
         f"on the first call{_where(g)}, so the second call fails the guard. Set it before compiling, at your "
-        f"call site: `model.{attr} = {g.actual}`{where}, or make one call before torch.compile (a warm-up), "
-        "so every compiled call sees the value."
+        f"call site: `model.{attr} = {value}`{where}, or make one call before torch.compile (a warm-up), "
+        f"so every compiled call sees the value.{unknown}"
     )
+
+
+def _recompiles_command(ctx: RemedyContext) -> str:
+    """The command that records every call's values (the per-call capture) for this run's program."""
+    target = str(ctx.model.target or "")
+    program = os.path.relpath(target) if target.endswith(".py") and os.path.isabs(target) else target
+    return f"`tcx recompiles {program if program.endswith('.py') else 'PROGRAM'}`"
 
 
 def _state_changes(call: Call, g: FailedGuard, ctx: RemedyContext) -> list[str]:

@@ -115,17 +115,27 @@ ZERO_GRAD_REMEDY = (
     "optimizer.zero_grad() inside the compiled function: call it outside, before the compiled step or "
     "after optimizer.step()."
 )
+# A library break that an option of the user's own call turns on: the change is at that call.
+OUTPUT_ATTENTIONS_REMEDY = (
+    "Your call asks for output_attentions=True, and transformers collects the attention weights through "
+    "code Dynamo cannot trace: call the compiled model without it (it defaults to False) and, where you "
+    "need the weights, make that call on the model you did not compile (untested here)."
+)
 
 
 def structural_remedy(gb_type: str, stack: list[Any]) -> str | None:
     """The standard remedy when the break is training-step code in the compiled region: backward(),
-    optimizer.step() or zero_grad(); None otherwise. `stack`: the break's frames (innermost last)."""
+    optimizer.step() or zero_grad(); or a library break that an option of the user's call turns on
+    (output_attentions=True); None otherwise. `stack`: the break's frames (innermost last)."""
     user = [f for f in stack if f.origin == "user"]
-    code = user[-1].code if user else ""
+    code = (getattr(user[-1], "code", None) or "") if user else ""  # a frame may come without its code
     if "Tensor.backward()" in gb_type or ".backward(" in code:
         return BACKWARD_REMEDY
     if ".zero_grad(" in code:
         return ZERO_GRAD_REMEDY
     if any("/torch/optim/" in f.file.replace("\\", "/") for f in stack):
         return OPTIMIZER_REMEDY
+    in_library = bool(stack) and stack[-1].origin != "user"
+    if in_library and "output_attentions=True" in code.replace(" ", ""):
+        return OUTPUT_ATTENTIONS_REMEDY
     return None

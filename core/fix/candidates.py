@@ -26,10 +26,12 @@ Pure and torch-free: the runs are core/fix/verify.py's.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tcx.core.analysis.remedies import structural_remedy
 from tcx.core.fix import source_file
 from tcx.core.fix.check_rewrite import check_rewrite
 from tcx.core.fix.helper_rewrite import helper_rewrites
@@ -118,6 +120,8 @@ class Finding:
     rank: int | None = None  # a recompile's argument: its number of dimensions (for shapes_spec)
     tied: tuple[tuple[str, int], ...] = ()  # sizes a guard ties to arg's dim: marked with it, never apart
     guard: str | None = None  # a recompile on another guard: the guard's text (the same recompile elsewhere)
+    cause: str | None = None  # the recompiles view's cause of a size recompile (duck sizing, a buffer ...)
+    call_site: str | None = None  # library code calls the frame: the change at the user's call
 
     def to_json(self) -> dict[str, Any]:
         site = {"file": self.file, "line": self.line, "function": self.function}
@@ -183,17 +187,18 @@ def candidates(
             remedy = by_change.setdefault(remedy.change, remedy)
             remedy.alternative = alternative
             remedy.findings.append(finding)
-    if shape:
+    marked = [f for f in shape if _not_a_mark(f) is None]  # dynamic=True cannot help the others either
+    if marked:
         already = already_dynamic
         by_change["dynamic=True"] = Remedy(
             "dynamism",
             "torch.compile(fn, dynamic=True)",
-            list(shape),
+            marked,
             dynamic=True,
             runnable=not already,
             why_not_run="the program already compiles with dynamic=True" if already else None,
             # first where sizes are tied (the marks must then name every tied size), else after the marks
-            alternative=0 if any(f.tied for f in shape) else 3,
+            alternative=0 if any(f.tied for f in marked) else 3,
         )
     for finding in _symbolic_recompiles(recompiles):
         call = f"torch._dynamo.mark_static({finding.arg}, {finding.dim})"
@@ -266,7 +271,11 @@ def order(remedies: list[Remedy]) -> list[Remedy]:
 
 def _shape_remedies(finding: Finding, missing: dict[str, str]) -> list[Remedy]:
     """The per-argument remedies of one size recompile, in the order they are tried: one idea (this size
-    dynamic), so they share a `family`. Sizes a guard ties to it are marked with it, in one remedy."""
+    dynamic), so they share a `family`. Sizes a guard ties to it are marked with it, in one remedy.
+    Where the recompiles view found that a mark cannot help, its remedy instead (`_not_a_mark`)."""
+    instead = _not_a_mark(finding)
+    if instead is not None:
+        return instead
     arg, dim, function = finding.arg, finding.dim, finding.function
     family = f"{function}:{arg}:{dim}"
     remedies = []
@@ -288,6 +297,44 @@ def _shape_remedies(finding: Finding, missing: dict[str, str]) -> list[Remedy]:
     if not finding.rank and spec.runnable:
         spec.runnable, spec.why_not_run = False, f"the rank of {arg} was not recorded"
     return [*remedies, spec]
+
+
+def _not_a_mark(finding: Finding) -> list[Remedy] | None:
+    """The remedies of a size recompile that marking the size cannot fix (None: marks can): duck sizing
+    forced to a constant by a line (a mark makes torch raise ConstraintViolationError there; turning duck
+    sizing off is a config tcx fix runs), a size the code specializes, a registered buffer or parameter
+    reallocated (torch keeps their sizes static; marks do not apply), or a tensor reached through an
+    argument (the fix capture marks the compiled function's own arguments only); and any size of a frame
+    that library code calls (generate() calling a compiled forward): its change is at the user's call."""
+    from tcx.core.analysis.recompile_remedies import DUCK_CONFIG, DUCK_SIZING, SPECIALIZED_BY_CODE
+
+    arg = finding.arg or "?"
+    if finding.call_site:  # library code passes the arguments: the change is at the user's call
+        why = "a change at your call site that tcx fix cannot make mechanically, so it was not run (untested)"
+        return [Remedy("code", finding.call_site, [], runnable=False, why_not_run=why)]
+    if finding.cause == DUCK_SIZING:
+        module, _, name = DUCK_CONFIG.rpartition(".")
+        config = [{"module": module, "name": name, "value": False}]
+        return [Remedy("config", f"{DUCK_CONFIG} = False", [], config=config)]
+    if finding.cause == SPECIALIZED_BY_CODE:
+        advice = (
+            f"make the line that specializes {arg}'s dimension {finding.dim} work for any size (-1 in "
+            "view/reshape, sizes read from the tensor itself)"
+        )
+    elif finding.cause and "reallocated" in finding.cause:
+        advice = (
+            f"allocate {arg} once at its largest size and reuse it, indexing by position (torch keeps a "
+            "module's buffer and parameter sizes static: marks do not apply)"
+        )
+    elif not arg.isidentifier():
+        advice = (
+            f"keep {arg}'s dimension {finding.dim} one size across calls, or mark it dynamic where the "
+            "program creates it"
+        )
+    else:
+        return None
+    why = "needs a code change tcx fix cannot make mechanically, so it was not run"
+    return [Remedy("code", advice, [], runnable=False, why_not_run=why)]
 
 
 def _unavailable(remedy: Remedy, name: str, missing: dict[str, str]) -> Remedy:
@@ -336,23 +383,47 @@ def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: di
             break
     else:
         configured = False
-    for needles, advice, rewriters in CODE_RULES:
+    # training-step code (backward(), step(), zero_grad()) has its standard remedy, not a rewrite
+    structural = structural_remedy(site.gb_type, site.user_stack)
+    library = bool(site.user_stack) and site.user_stack[-1].origin != "user"  # BreakSite.in_library
+    rewrites: list[Rewrite] = []
+    for needles, advice, rewriters in [] if structural else CODE_RULES:
         if not any(n in text for n in needles):
             continue
         made = [m for r in rewriters for m in _as_list(_bounded(r, site))]
-        rewrites = [m for m in made if isinstance(m, Rewrite)]
+        rewrites = [m for m in made if isinstance(m, Rewrite)]  # a user's helper: decorated on a copy
         for alternative, rewrite in enumerate(rewrites, int(configured)):
             remedy = by_change.setdefault(
                 rewrite.line, Remedy("code", rewrite.line, [], rewrite=rewrite, alternative=alternative)
             )
             _unavailable(remedy, rewrite.needs or "", missing)
             remedy.findings.append(finding)
-        if advice and not rewrites and not configured:
+        if advice and not rewrites and not configured and not library:
             whys = "; ".join(m for m in made if isinstance(m, str))
             why = f"needs a code change tcx fix cannot make mechanically ({whys}), so it was not run"
             remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
             remedy.findings.append(finding)
-        return
+        break
+    if (library or structural) and not configured and not rewrites:
+        # never a change to the library's line: what the user changes where they call it
+        advice = _call_site_advice(site)
+        why = "a change at your call site that tcx fix cannot make mechanically, so it was not run (untested)"
+        remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
+        remedy.findings.append(finding)
+
+
+def _call_site_advice(site: BreakSite) -> str:
+    """The explain view's remedy of a break in library code or of training-step code in the compiled
+    region (backward(), optimizer.step(), zero_grad()), addressed to the user's line that led there."""
+    from tcx.core.analysis.remedies import LIBRARY_REMEDY
+
+    own = site.user_stack[-1] if site.user_stack and not site.in_library else None
+    entry = site.entry_frame or own
+    if entry is None or not entry.code:
+        return f"at your call into {site.file}:{site.line}: {site.suggestion or LIBRARY_REMEDY}"
+    file = os.path.relpath(entry.file) if entry.file.startswith(os.getcwd() + os.sep) else entry.file
+    at = f"at {file}:{entry.line} (`{entry.code}`)"
+    return f"{at}: {site.suggestion or LIBRARY_REMEDY}"
 
 
 def _logger_rule(site: BreakSite) -> ConfigRule | None:
@@ -408,6 +479,8 @@ def _shape_recompiles(report: RecompileReport) -> list[Finding]:
             tuple(c.compile_id for c in calls if c.compile_id),
             _rank(calls[0], arg),
             tuple(dict.fromkeys(t for c in calls for t in c.tied)),
+            cause=calls[0].cause,
+            call_site=calls[0].call_site,
         )
         for (function, arg, dim), calls in seen.items()
     ]

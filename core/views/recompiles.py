@@ -40,6 +40,13 @@ LIVE_ONLY_NOTE = (
     "script.py)"
 )
 
+MISSED_CALLS_NOTE = (
+    "the per-call capture saw none of the compiled calls (compiled before tcx.record() started, or in a "
+    "way tcx does not wrap): recompiles, their failing guards and the cache entries come from "
+    "torch's trace; cache hits and argument shapes are not listed. Call torch.compile inside the recorded "
+    "block, or run tcx recompiles script.py"
+)
+
 
 @dataclass
 class FailedGuard:
@@ -118,6 +125,7 @@ class Call:
     tied: list[tuple[str, int]] = field(
         default_factory=list
     )  # (arg, dim) a size guard ties to the failed size
+    call_site: str | None = None  # the change at the user's line when library code calls the frame
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -249,6 +257,12 @@ class RecompileReport:
     dropped_exact: bool
     live: bool
     limit: dict[str, Any]
+    missed_calls: bool = False  # the per-call capture was on, yet saw none of the compiled calls
+
+    @property
+    def note(self) -> str | None:
+        """Why the per-call timeline is missing, or None when it is complete."""
+        return MISSED_CALLS_NOTE if self.missed_calls else None if self.live else LIVE_ONLY_NOTE
 
     @property
     def recompile_count(self) -> int:
@@ -292,6 +306,9 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     # The final count is written at the end of the run; without it (a crash) the count is a floor.
     dropped_exact = any(e.get("final") for e in dropped_events)
     live = bool(frame_calls or configs)
+    # the capture was on but saw no call of what compiled (torch.compile ran before `tcx.record()`)
+    missed = live and not frame_calls and bool(model.compiles)
+    live = live and not missed
     names = _compile_names(model)
     guards = _guards_by_compile(model.documents.of("dynamo_cpp_guards_str"))
     # One rule for every view and torch version: the model's recompiles (core/model/consumers.py).
@@ -309,7 +326,13 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     _attach_promotions(calls, entries)
     states = {cid: g.get("state", {}) for cid, g in guards.items()}
     ctx = RemedyContext(
-        model, calls, limit, shape_facts(model), states, {c: g["shape"] for c, g in guards.items()}
+        model,
+        calls,
+        limit,
+        shape_facts(model),
+        states,
+        {c: g["shape"] for c, g in guards.items()},
+        {c: g["tensors"] for c, g in guards.items()},
     )
     for call in calls:
         explain_call(call, ctx)
@@ -326,6 +349,7 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
         dropped_exact=dropped_exact or not dropped,
         live=live,
         limit=limit,
+        missed_calls=missed,
     )
 
 
@@ -750,7 +774,7 @@ def to_json(rep: RecompileReport) -> dict[str, Any]:
     return {
         **envelope(SCHEMA, m, rep.selection),
         "per_call_capture": rep.live,
-        "note": None if rep.live else LIVE_ONLY_NOTE,
+        "note": rep.note,
         "recompile_count": rep.recompile_count,
         "call_count": rep.call_count,
         "calls_not_listed": rep.dropped,
