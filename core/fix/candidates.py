@@ -177,6 +177,7 @@ def candidates(
     by_change: dict[str, Remedy] = {}
     for site in ex.sites:
         _add_break_remedy(by_change, site, missing)
+        _add_library_branch(by_change, ex, site)
     shape = _shape_recompiles(recompiles)
     for finding in shape:
         for alternative, remedy in enumerate(_shape_remedies(finding, missing), int(bool(finding.tied))):
@@ -353,6 +354,22 @@ def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: di
             remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
             remedy.findings.append(finding)
         return
+
+
+def _add_library_branch(by_change: dict[str, Remedy], ex: Explanation, site: BreakSite) -> None:
+    """The compiled module's attribute set before compiling where a library `if` on it breaks
+    (core/analysis/library_branch.py)."""
+    from tcx.core.analysis.library_branch import library_branch
+
+    found = library_branch(ex.model, site)
+    if found is None:
+        return
+    remedy = Remedy("config", found.change, [], attributes=[found.attribute])
+    remedy = by_change.setdefault(found.change, remedy)
+    ids = tuple(dict.fromkeys(o.compile_id for o in site.occurrences if o.compile_id))
+    where = (site.file, site.line, site.function, len(site.occurrences))
+    finding = Finding("graph_break", site.gb_type, *where, compile_ids=ids)
+    remedy.findings.append(finding)
 
 
 def _logger_rule(site: BreakSite) -> ConfigRule | None:
