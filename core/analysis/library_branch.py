@@ -83,8 +83,8 @@ def library_branch(model: RunModel, site: BreakSite) -> LibraryBranch | None:
     stack = site.user_stack
     if len(stack) < 2 or stack[-1].origin == "user" or site.line is None:
         return None
-    compiled = _compiled_module(model)
-    if compiled is None or not _reaches_self(stack):
+    compiled = _compiled_module(model) if _reaches_self(stack) else None
+    if compiled is None:
         return None
     frame = stack[-1]
     tree = _parse(frame.file)
@@ -143,10 +143,10 @@ def logging_text(site: BreakSite) -> str:
 
 
 def _mentions(site: BreakSite, word: str) -> bool:
-    """The break's explanation, or its source lines up to the break, name `word`."""
-    if word in site.explanation:
-        return True
+    """The break's explanation, its line, or its source lines up to the break, name `word`."""
     frame = site.user_stack[-1] if site.user_stack else None
+    if word in site.explanation or (frame is not None and word in frame.code):
+        return True
     text = _text(frame.file) if frame else None
     if text is None or site.line is None:
         return False
