@@ -59,9 +59,9 @@ class LibraryBranch:
         attr = ".".join(self.path)
         return (
             f"The break sits in the library's `if {self.condition}` ({self.at}), which reads "
-            f"`self.{attr}` of the module you compiled; the branch sets it to {self.value_source}. Set it "
-            f"before compiling, at your call site ({self.where}): `{self.change}`, so the condition is false "
-            "and the branch (and its break) never runs (untested until `tcx fix` runs it)."
+            f"`self.{attr}` of the module you compiled, and whose branch assigns {self.value_source} in its "
+            f"place. Set it before compiling, at your call site ({self.where}): `{self.change}`, so the "
+            "condition is false and the branch (and its break) never runs (untested until `tcx fix` runs it)."
         )
 
 
