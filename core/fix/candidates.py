@@ -181,6 +181,7 @@ def candidates(
     by_change: dict[str, Remedy] = {}
     for site in ex.sites:
         _add_break_remedy(by_change, site, missing)
+        _add_library_branch(by_change, ex, site)
     shape = _shape_recompiles(recompiles)
     for finding in shape:
         for alternative, remedy in enumerate(_shape_remedies(finding, missing), int(bool(finding.tied))):
@@ -424,6 +425,22 @@ def _call_site_advice(site: BreakSite) -> str:
     file = os.path.relpath(entry.file) if entry.file.startswith(os.getcwd() + os.sep) else entry.file
     at = f"at {file}:{entry.line} (`{entry.code}`)"
     return f"{at}: {site.suggestion or LIBRARY_REMEDY}"
+
+
+def _add_library_branch(by_change: dict[str, Remedy], ex: Explanation, site: BreakSite) -> None:
+    """The compiled module's attribute set before compiling where a library `if` on it breaks
+    (core/analysis/library_branch.py)."""
+    from tcx.core.analysis.library_branch import library_branch
+
+    found = library_branch(ex.model, site)
+    if found is None:
+        return
+    remedy = Remedy("config", found.change, [], attributes=[found.attribute])
+    remedy = by_change.setdefault(found.change, remedy)
+    ids = tuple(dict.fromkeys(o.compile_id for o in site.occurrences if o.compile_id))
+    where = (site.file, site.line, site.function, len(site.occurrences))
+    finding = Finding("graph_break", site.gb_type, *where, compile_ids=ids)
+    remedy.findings.append(finding)
 
 
 def _logger_rule(site: BreakSite) -> ConfigRule | None:

@@ -9,6 +9,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tcx.core.analysis.library_branch import head_suggestions
 from tcx.core.analysis.remedies import LIBRARY_REMEDY, remedy_for, structural_remedy
 from tcx.core.analysis.restarts import Restart, restarts
 from tcx.core.model import Compile, Frame, GraphBreak, Recompile, RunModel, resume_target
@@ -129,6 +130,7 @@ def explain(model: RunModel, selection: Selection | None = None) -> Explanation:
         b for b in model.graph_breaks if selection.includes(b.compile_id) and selection.shows_site(b.key)
     ]
     sites = _sites(breaks, model.compiles)  # a region names its resume compile, selected or not
+    head_suggestions(model, sites)  # a library branch a setting of the compiled module removes
     _rank_by_measured_cost(model, selection, sites)
     failed = [
         _failed_frame(c, [b for b in breaks if b.compile_id == c.compile_id])
