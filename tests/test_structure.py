@@ -276,11 +276,10 @@ RAW_LEFT = {
     "core/views/cudagraphs.py": 1,
     "core/views/fusion.py": 1,
     "core/views/graphs.py": 2,
-    "core/views/guards.py": 3,
     "core/views/index.py": 3,
     "core/views/numerics.py": 1,
     "core/views/ranks.py": 3,
-    "core/views/recompiles.py": 3,
+    "core/views/recompiles.py": 2,
     "core/views/trace.py": 2,
     "tui/index.py": 2,
 }

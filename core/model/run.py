@@ -19,6 +19,7 @@ from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.exports import ExportRun
 from tcx.core.model.facts import Compile, GraphBreak, Milestone, Recompile, Sources
+from tcx.core.model.guard_sets import GuardSets, build_guard_sets
 from tcx.core.model.preview import CudaPreview
 
 if TYPE_CHECKING:
@@ -171,6 +172,15 @@ class RunModel:
     @property
     def logs(self) -> list[dict[str, Any]]:
         return self.captures.of("log")
+
+    @functools.cached_property
+    def guard_sets(self) -> GuardSets:
+        """Each compile's guards (core/model/guard_sets.py): made when first asked, trees parsed lazily."""
+        return build_guard_sets(
+            self.documents.of("dynamo_cpp_guards_str"),
+            self.captures.of("guards"),
+            self.captures.of("cache_entries"),
+        )
 
     @functools.cached_property
     def status(self) -> RunStatus:

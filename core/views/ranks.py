@@ -17,9 +17,6 @@ from tcx.core.model import RunModel
 from tcx.core.model.ranks import rank_models
 from tcx.core.torchtext.output_code import count_kernels
 
-# Object ids and addresses differ between processes even when the guards mean the same thing.
-_PROCESS_SPECIFIC = re.compile(r"\b0x[0-9a-fA-F]+\b|\b\d{6,}\b")
-
 
 @dataclass
 class RankSummary:
@@ -122,31 +119,22 @@ def facts_by_compile(m: RunModel) -> dict[str, dict[str, Any]]:
             "cache": [],
             "collectives": None,
         }
-    compared = ("dynamo_output_graph", "dynamo_cpp_guards_str", "artifact:*cache_*", "artifact:*collective*")
+    for tree in m.guard_sets.trees:
+        f = facts.get(tree.compile_id or "")
+        if f is not None and tree.text:
+            f["guards"] = tree.fingerprint
+    compared = ("dynamo_output_graph", "artifact:*cache_*", "artifact:*collective*")
     for ev in m.documents.of(*compared):
         f = facts.get(ev.compile_id or "")
         if f is None:
             continue
         if ev.name == "dynamo_output_graph" and isinstance(ev.body, dict):
             f["shapes"] = ev.body.get("sizes")
-        elif ev.name == "dynamo_cpp_guards_str" and ev.payload:
-            f["guards"] = _guards_fingerprint(ev.payload)
         elif ev.name.startswith("artifact:") and "cache_" in ev.name:
             f["cache"].append(ev.name.split(":", 1)[1])
         elif "collective" in ev.name and ev.payload:  # e.g. Inductor's collective schedule
             f["collectives"] = hashlib.sha1(ev.payload.encode()).hexdigest()[:12]
     return facts
-
-
-def _guards_fingerprint(tree: str) -> str:
-    """Same guards, same fingerprint, across processes: ids, addresses, timings and the order in
-    which a process happened to build the tree are left out."""
-    lines = sorted(
-        _PROCESS_SPECIFIC.sub("#", ln.strip())
-        for ln in tree.splitlines()
-        if ln.strip() and "Guard latency" not in ln
-    )
-    return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:12]
 
 
 def _fingerprint(f: dict[str, Any] | None) -> str:

@@ -1,0 +1,84 @@
+"""The run model's fact families (core/model/): each built once and read by every view that shows
+it, checked against real recordings and torch's own logs (the counts are what the views printed
+before the family moved into the model: their JSON on every fixture was compared, unchanged)."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import REPO, TRACE_FIXTURES
+
+from tcx.core.ingest.recording import load_recording
+from tcx.core.ingest.trace_log import load_trace
+from tcx.core.model import build_model
+from tcx.core.model.ranks import rank_models
+from tcx.core.views import guards as guards_view
+from tcx.core.views import ranks as ranks_view
+from tcx.core.views import recompiles as recompiles_view
+
+INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"
+SEED_F = REPO / "fixtures" / "recordings" / "seed_f_recompiles.tcx.gz"
+
+
+# ----------------------------------------------------------------------------- guard sets
+
+
+def test_a_logs_guard_trees_are_its_guards_events_each_parsed_the_same_for_every_view():
+    model = build_model(load_trace(INPUTS / "cache_hit_miss.log"), "trace")
+    sets = model.guard_sets
+    assert sets.live == [] and sets.alive is None  # a log has no live guard lists
+    # torch logged the two frames' trees three times (three runs of one program, one log)
+    assert [t.compile_id for t in sets.trees] == ["0/0", "1/0"] * 3
+    assert [len(t.guards()) for t in sets.trees] == [69, 97] * 3
+    assert [(len(t.summary.tensors), len(t.summary.values)) for t in sets.trees] == [(11, 7), (11, 12)] * 3
+    assert set(sets.tree_by_compile) == {"0/0", "1/0"}
+    # the guards view lists each tree's leaves, the recompiles view compares their summaries
+    doc = guards_view.to_json(guards_view.build_guards(model))
+    assert [e["guard_count"] for e in doc["entries"]] == [69, 97] * 3
+    assert {e["counted_as"] for e in doc["entries"]} == {"guard tree leaves"}
+    report = recompiles_view.analyze(model)
+    entries = [e for per in report.entries.values() for e in per]
+    assert {e.compile_id: len(e.tensors) + len(e.value_guards) for e in entries} == {"0/0": 18, "1/0": 23}
+
+
+def test_an_entrys_summary_holds_its_tensors_shape_guards_and_global_state():
+    model = build_model(load_recording(SEED_F))
+    trees = model.guard_sets.tree_by_compile
+    assert sorted(trees) == ["0/0", "0/1", "0/2"]
+    first, dynamic = trees["0/0"].summary, trees["0/1"].summary
+    assert [t.arg for t in first.tensors] == ["x", "bias", "weight"]
+    assert first.shape == [] and dynamic.shape == ["65 <= L['x'].size()[0] <= 4096"]
+    assert first.state["grad_mode"] == "true" and len(first.state) == 11
+    # the recompiles view's entries are those summaries, compared entry to entry
+    report = recompiles_view.analyze(model)
+    by_cid = {e.compile_id: e for per in report.entries.values() for e in per}
+    assert by_cid["0/1"].shape_guards == dynamic.shape and by_cid["0/1"].tensors == dynamic.tensors
+    assert trees["0/0"].summary is trees["0/0"].summary  # built once
+
+
+def test_ranks_compare_guard_trees_by_one_fingerprint_across_processes():
+    models = rank_models(build_model(load_trace(INPUTS / "multi_rank_logs"), "trace"))
+    prints = {rank: {t.compile_id: t.fingerprint for t in m.guard_sets.trees} for rank, m in models.items()}
+    assert {rank: len(p) for rank, p in prints.items()} == {0: 0, 1: 15, 2: 0, 3: 7}
+    # ranks 1 and 3 compiled frames 0/0..0/6 with the same guards (object ids differ per process)
+    assert all(prints[1][cid] == prints[3][cid] for cid in prints[3])
+    assert len(set(prints[1].values())) == 15
+    facts = ranks_view.facts_by_compile(models[3])
+    assert {cid: f["guards"] for cid, f in facts.items() if f["guards"]} == prints[3]
+
+
+@pytest.mark.torch
+def test_a_live_runs_guard_lists_are_torchs_count_and_its_log_has_the_same_compiles(dynamo_recorded):
+    run = dynamo_recorded("seed_f.py")
+    model = build_model(load_recording(run.recording))
+    sets = model.guard_sets
+    counts = {cid: c.guard_count for cid, c in model.compiles.items() if c.guard_count is not None}
+    assert sets.live and {s.compile_id: len(s.guards) for s in sets.live} == counts
+    assert sets.alive == set(counts)  # every entry was still cached at the end
+    # torch's own log of the same run: one tree per compile, guarding the same input tensors
+    logged = build_model(load_trace(run.torch_trace), "trace").guard_sets.tree_by_compile
+    assert set(logged) == set(counts)
+    for s in sets.live:
+        live_tensors = {g.source for g in s.guards if g.kind == "TENSOR_MATCH"}
+        tree = logged[str(s.compile_id)]
+        assert live_tensors == {g.source for g in tree.guards() if g.kind == "TENSOR_MATCH"}
+        assert len(live_tensors) == len(tree.summary.tensors) == 3
