@@ -11,12 +11,18 @@ from tcx.core.ingest.recording import load_recording
 from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import build_model
 from tcx.core.model.ranks import rank_models
+from tcx.core.selection import whole_run
+from tcx.core.selectors import compiles_with_kernel
+from tcx.core.views import codegen as codegen_view
 from tcx.core.views import guards as guards_view
+from tcx.core.views import index as index_view
 from tcx.core.views import ranks as ranks_view
 from tcx.core.views import recompiles as recompiles_view
 
 INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"
 SEED_F = REPO / "fixtures" / "recordings" / "seed_f_recompiles.tcx.gz"
+NANO_TRAIN = REPO / "fixtures" / "recordings" / "nano_train_inductor.tcx.gz"
+NANO_TRAIN_LOG = REPO / "fixtures" / "recordings" / "nano_train_inductor.torch_trace.log.gz"
 
 
 # ----------------------------------------------------------------------------- guard sets
@@ -82,3 +88,26 @@ def test_a_live_runs_guard_lists_are_torchs_count_and_its_log_has_the_same_compi
         tree = logged[str(s.compile_id)]
         assert live_tensors == {g.source for g in tree.guards() if g.kind == "TENSOR_MATCH"}
         assert len(live_tensors) == len(tree.summary.tensors) == 3
+
+
+# ----------------------------------------------------------------------------- generated code
+
+
+@pytest.mark.parametrize("source", [NANO_TRAIN, NANO_TRAIN_LOG], ids=["recording", "torch_log"])
+def test_generated_modules_list_each_kernel_once_for_every_view_that_counts_them(source):
+    """tcx's recording of an Inductor training step and torch's own log of the same run: the same
+    modules, kernels and provenance, and one count in the index, the ranks, codegen and --kernel."""
+    model = build_model(load_recording(source) if source == NANO_TRAIN else load_trace(source), "recording")
+    code = model.generated_code
+    assert [m.compile_id for m in code.modules] == ["0/0", "0/1", "0/1"]  # forward; joint's forward, backward
+    assert code.kernel_counts() == {"0/0": 10, "0/1": 19} and code.kernel_count == 29
+    assert [tuple(map(len, m.provenance())) for m in code.modules] == [(5, 27), (5, 27), (1, 40)]
+    assert {cid: len(maps) for cid, maps in code.provenance_by_compile().items()} == {"0/0": 1, "0/1": 2}
+    assert index_view.kernel_counts(model, whole_run(model)) == code.kernel_counts()
+    assert ranks_view.summarize({0: model})[0].kernels == 29
+    view = codegen_view.build_codegen(model)
+    assert view.kernel_count == 29 and [k.name for k in view.kernels] == [
+        name for m in code.modules for name in m.kernel_names
+    ]
+    assert compiles_with_kernel(model, "cpp_fused") == {"0/0", "0/1"}
+    assert compiles_with_kernel(model, "triton_") == set()

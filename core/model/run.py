@@ -19,6 +19,7 @@ from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.exports import ExportRun
 from tcx.core.model.facts import Compile, GraphBreak, Milestone, Recompile, Sources
+from tcx.core.model.generated_code import PROVENANCE, GeneratedCode
 from tcx.core.model.guard_sets import GuardSets, build_guard_sets
 from tcx.core.model.preview import CudaPreview
 
@@ -181,6 +182,11 @@ class RunModel:
             self.captures.of("guards"),
             self.captures.of("cache_entries"),
         )
+
+    @functools.cached_property
+    def generated_code(self) -> GeneratedCode:
+        """Inductor's output-code modules with their provenance (core/model/generated_code.py)."""
+        return GeneratedCode(self.documents.of("inductor_output_code", PROVENANCE))
 
     @functools.cached_property
     def status(self) -> RunStatus:

@@ -7,7 +7,6 @@ Pure and torch-free; works on live runs, saved recordings and TORCH_TRACE logs.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -288,48 +287,20 @@ class CodegenView:
 def output_codes(model: RunModel) -> list[OutputCode]:
     """The output-code modules of the run, in order, each with the provenance emitted after it."""
     out: list[OutputCode] = []
-    for ev in model.documents.of("inductor_output_code", "artifact:inductor_provenance_tracking*"):
-        if ev.name == "inductor_output_code" and ev.payload:
-            out.append(OutputCode(ev.compile_id, graph_of(ev.payload), ev.payload, code_device(ev.payload)))
-        elif ev.name.startswith("artifact:inductor_provenance_tracking") and ev.payload:
-            target = next((o for o in reversed(out) if o.compile_id == ev.compile_id), None)
-            if target is None:
-                continue
-            try:
-                data = json.loads(ev.payload)
-            except ValueError:
-                continue
-            if ev.name.endswith("node_mappings"):
-                target.node_map = data if isinstance(data, dict) else {}
-            else:
-                target.stack_traces = data if isinstance(data, dict) else {}
+    for module in model.generated_code.modules:
+        source = module.source
+        if source:
+            node_map, stack_traces = module.provenance()
+            code = OutputCode(module.compile_id, graph_of(source), source, code_device(source))
+            code.node_map, code.stack_traces = node_map, stack_traces
+            out.append(code)
     return out
-
-
-def _provenance_by_compile(model: RunModel) -> dict[str, list[dict[str, Any]]]:
-    """Per compile id, the provenance maps Inductor logged after each module it generated, in order
-    (a CUDA preview's modules are recorder events, its provenance trace events)."""
-    found: dict[str, list[dict[str, Any]]] = {}
-    for ev in model.documents.of("artifact:inductor_provenance_tracking*"):
-        if not ev.payload:
-            continue
-        try:
-            data = json.loads(ev.payload)
-        except ValueError:
-            continue
-        entries = found.setdefault(ev.compile_id or "", [])
-        if ev.name.endswith("node_mappings") or not entries or "stack_traces" in entries[-1]:
-            entries.append({})
-        entries[-1]["node_map" if ev.name.endswith("node_mappings") else "stack_traces"] = (
-            data if isinstance(data, dict) else {}
-        )
-    return found
 
 
 def preview_codes(model: RunModel, arch: str | None) -> tuple[list[OutputCode], list[str], list[str]]:
     """(wrappers, errors, archs recorded) from the CUDA preview's `cuda_preview` events."""
     out, errors, archs = [], [], []
-    provenance = _provenance_by_compile(model)
+    provenance = model.generated_code.provenance_by_compile()
     seen: dict[str, int] = {}
     for module in model.preview.modules:
         cid = module.compile_id or ""

@@ -15,7 +15,6 @@ from typing import Any
 
 from tcx.core.model import RunModel
 from tcx.core.model.ranks import rank_models
-from tcx.core.torchtext.output_code import count_kernels
 
 
 @dataclass
@@ -54,7 +53,6 @@ class Divergence:
 def summarize(models: dict[int, RunModel]) -> list[RankSummary]:
     out = []
     for rank, m in models.items():
-        kernels = sum(count_kernels(ev.payload or "") for ev in m.documents.of("inductor_output_code"))
         out.append(
             RankSummary(
                 rank=rank,
@@ -62,7 +60,7 @@ def summarize(models: dict[int, RunModel]) -> list[RankSummary]:
                 graphs=m.graph_count,
                 graph_breaks=len(m.graph_breaks),
                 recompiles=m.recompile_count,
-                kernels=kernels,
+                kernels=m.generated_code.kernel_count,
                 failed_frames=len(m.failed_compiles),
                 compile_time_s=round(sum(c.compile_time_s or 0.0 for c in m.compiles.values()), 3),
             )
