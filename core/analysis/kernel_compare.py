@@ -32,10 +32,10 @@ def fingerprint(source: str) -> str:
 def _modules(model: RunModel, selection: Selection) -> list[tuple[str | None, str, str]]:
     """(compile id, graph, source) of each generated module of the selected compiles."""
     out = []
-    for module in model.generated_code.modules:
-        source = module.source
-        if source and selection.includes(module.compile_id):
-            out.append((module.compile_id, graph_of(source), source))
+    for generated in model.generated_code.modules:
+        source = generated.source
+        if source and selection.includes(generated.compile_id):
+            out.append((generated.compile_id, graph_of(source), source))
     if out or not recorded_preview(model):
         return out
     for module in model.preview.modules:
