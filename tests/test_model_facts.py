@@ -13,6 +13,7 @@ from tcx.core.model import build_model
 from tcx.core.model.ranks import rank_models
 from tcx.core.selection import whole_run
 from tcx.core.selectors import compiles_with_kernel
+from tcx.core.views import cache as cache_view
 from tcx.core.views import codegen as codegen_view
 from tcx.core.views import guards as guards_view
 from tcx.core.views import index as index_view
@@ -111,3 +112,30 @@ def test_generated_modules_list_each_kernel_once_for_every_view_that_counts_them
     ]
     assert compiles_with_kernel(model, "cpp_fused") == {"0/0", "0/1"}
     assert compiles_with_kernel(model, "triton_") == set()
+
+
+# ----------------------------------------------------------------------------- cache lookups
+
+
+def test_cache_lookups_are_parsed_once_and_each_view_places_its_own_copy():
+    model = build_model(load_trace(INPUTS / "cache_hit_miss.log"), "trace")
+    logged = model.cache_lookups
+    assert logged is model.cache_lookups  # parsed once, on first read
+    assert [(lk.cache, lk.state) for lk in logged] == [
+        ("fx_graph", "miss"),
+        ("aotautograd", "bypass"),
+        ("fx_graph", "hit"),
+        ("aotautograd", "bypass"),
+        ("fx_graph", "miss"),
+        ("aotautograd", "bypass"),
+    ]
+    assert all(lk.components for lk in logged if lk.cache == "fx_graph")  # the key's parts, parsed
+    # the run facts' counts (tcx diff, baselines) and the cache view read the same lookups
+    assert cache_view.cache_counts(model) == {"fx_graph": {"miss": 2, "hit": 1}, "aotautograd": {"bypass": 3}}
+    alone = cache_view.build_cache(model)
+    assert (alone.cache_lookup_count, alone.cache_hit_count, alone.cache_miss_count) == (6, 1, 5)
+    # a comparison explains each lookup on the view's copy: the model's lookups stay as torch logged them
+    compared = cache_view.build_cache(model, earlier=((model, whole_run(model)),))
+    assert any(lk.why for lk in compared.runs[1].lookups)
+    assert not any(hasattr(lk, "why") for lk in logged)
+    assert cache_view.to_json(cache_view.build_cache(model)) == cache_view.to_json(alone)

@@ -269,7 +269,7 @@ RAW_LEFT = {
     "core/fix/verify.py": 1,
     "core/run/observed.py": 2,
     "core/views/bytecode.py": 2,
-    "core/views/cache.py": 4,
+    "core/views/cache.py": 3,
     "core/views/codegen.py": 1,
     "core/views/cudagraphs.py": 1,
     "core/views/fusion.py": 1,

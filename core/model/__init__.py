@@ -6,7 +6,8 @@ where), consumers.py and build.py (the one pass that makes them), exports.py wit
 export_issues.py and aoti_provenance.py (torch.export and AOTInductor runs), ranks.py (one model
 per rank of a multi-rank input), guard_sets.py (each compile's guards: live lists or torch's trees,
 one parser for the guards, recompiles and ranks views), generated_code.py (Inductor's modules per
-compile with their provenance: the kernels listed once for every count). The counts a budget can
+compile with their provenance: the kernels listed once for every count), cache_lookups.py (each
+compile-cache lookup, its payload parsed once). The counts a budget can
 limit live in core/budgets.py, below the model, so `tcx --help` declares `tcx check`'s options
 without importing it.
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
+from tcx.core.model.cache_lookups import CACHE_ARTIFACTS, CacheLookup, read_cache_lookups
 from tcx.core.model.exports import ExportRun
 from tcx.core.model.facts import Compile, GraphBreak, Milestone, Recompile, Sources
 from tcx.core.model.generated_code import PROVENANCE, GeneratedCode
@@ -187,6 +188,11 @@ class RunModel:
     def generated_code(self) -> GeneratedCode:
         """Inductor's output-code modules with their provenance (core/model/generated_code.py)."""
         return GeneratedCode(self.documents.of("inductor_output_code", PROVENANCE))
+
+    @functools.cached_property
+    def cache_lookups(self) -> list[CacheLookup]:
+        """Each compile-cache lookup torch logged, its payload parsed once (core/model/cache_lookups.py)."""
+        return read_cache_lookups(self.documents.of(*CACHE_ARTIFACTS))
 
     @functools.cached_property
     def status(self) -> RunStatus:
