@@ -132,7 +132,7 @@ class RunCaches:
     times: dict[str, CompileTime]
     caches_disabled: bool | None  # True: force_disable_caches was set (tcx's usual recording)
 
-    def of(self, compile_id: str) -> list[Lookup]:
+    def of(self, compile_id: str | None) -> list[Lookup]:
         return [lk for lk in self.lookups if lk.compile_id == compile_id]
 
     def count(self, *states: str) -> int:
@@ -269,7 +269,7 @@ class CacheView:
         """Per compile: what it would cost with every lookup a hit. Measured where some run hit all of
         its lookups; else the judged run's time less its graphs' Inductor compiles that missed.
         `kind` says which: measured, estimated, no lookups, caches disabled."""
-        out = []
+        out: list[dict[str, Any]] = []
         for cid in self.compile_ids():
             if self.judged.caches_disabled:
                 out.append(
@@ -400,7 +400,7 @@ def _lookups(model: RunModel, selection: Selection) -> list[Lookup]:
             continue
         lookup = Lookup(**vars(logged))
         restart = restarted.get((lookup.compile_id or "", lookup.attempt))
-        base = (lookup.compile_id, lookup.cache, lookup.graph)
+        base: tuple[Any, ...] = (lookup.compile_id, lookup.cache, lookup.graph)
         if restart is not None:
             lookup.restarted = restart.reason
             base = (*base, lookup.attempt)

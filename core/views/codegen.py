@@ -299,14 +299,16 @@ def output_codes(model: RunModel) -> list[OutputCode]:
 
 def preview_codes(model: RunModel, arch: str | None) -> tuple[list[OutputCode], list[str], list[str]]:
     """(wrappers, errors, archs recorded) from the CUDA preview's `cuda_preview` events."""
-    out, errors, archs = [], [], []
+    out: list[OutputCode] = []
+    errors: list[str] = []
+    archs: list[str] = []
     provenance = model.generated_code.provenance_by_compile()
     seen: dict[str, int] = {}
     for module in model.preview.modules:
         cid = module.compile_id or ""
         index = seen[cid] = seen.get(cid, -1) + 1
-        maps = provenance.get(cid, [])
-        maps = maps[index] if index < len(maps) else {}
+        logged = provenance.get(cid, [])
+        maps = logged[index] if index < len(logged) else {}
         archs.append(str(module.arch))
         if arch and module.arch != arch:
             continue
@@ -495,10 +497,10 @@ def _fill_from_post_grad(origins: dict[str, Any], nodes: dict[str, FxNode]) -> N
         ops = [nodes[n].op for n in names if n in nodes and nodes[n].op]
         origins["aten_ops"] = list(dict.fromkeys(ops))
     if not origins["user_lines"]:
-        lines = [nodes[n].user_line for n in names if n in nodes and nodes[n].user_line]
+        lines = [nodes[n].user_line for n in names if n in nodes]
         uniq: list[dict[str, Any]] = []
         for entry in lines:
-            if entry not in uniq:
+            if entry and entry not in uniq:
                 uniq.append(entry)
         origins["user_lines"] = uniq
 

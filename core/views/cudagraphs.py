@@ -167,18 +167,21 @@ def _graph(
         if not any(r.text.startswith(str(text)) for r in out.reasons):
             out.reasons.append(Reason(category(str(text)), str(text), None, "compile"))
     lines = (decided or {}).get("mutation_lines") or []
-    if (decided or {}).get("mutated_inputs") and not any(r.category == "mutated inputs" for r in out.reasons):
+    mutated = (decided or {}).get("mutated_inputs")
+    if mutated and not any(r.category == "mutated inputs" for r in out.reasons):
         # CUDA-graph trees check mutations of non-static inputs when the graph runs.
         out.reasons.append(
             Reason(
                 "mutated inputs",
-                f"{decided['mutated_inputs']} mutated input(s), checked when the graph runs",
+                f"{mutated} mutated input(s), checked when the graph runs",
                 lines[0] if lines else None,
                 "runtime",
                 needs_gpu=preview,
             )
         )
-    split = bool(partitions) and (partitions.get("cudagraphable") or 0) < (partitions.get("partitions") or 0)
+    split = bool(partitions) and ((partitions or {}).get("cudagraphable") or 0) < (
+        (partitions or {}).get("partitions") or 0
+    )
     if split:
         for node in nodes:
             text = f"{node.get('reason')} ({node.get('op') or node.get('node')})"

@@ -176,7 +176,7 @@ def _graph(ev: dict[str, Any], codegen: CodegenView) -> GraphFusion:
             Group(g["name"], g.get("members") or [], kind, best.name if best else None, category, ops)
         )
     fused = [(d["node1"], d["node2"]) for d in ev.get("decisions") or [] if d.get("kind") == "fuse"]
-    rejected: dict[tuple, dict[str, Any]] = {}
+    rejected: dict[tuple[Any, ...], dict[str, Any]] = {}
     for d in ev.get("decisions") or []:
         if d.get("kind") != "no_fuse":
             continue

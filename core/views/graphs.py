@@ -220,9 +220,9 @@ def build_graphs(model: RunModel, selection: Selection | None = None) -> GraphsV
             if "forward" not in comp.graphs and "backward" not in comp.graphs:
                 kind = "post_grad_inference"
         comp.graphs.add(kind, ev)
-    for ev in model.captures.of("partitioner_log"):
-        if ev.get("compile_id") in by_id:
-            by_id[ev["compile_id"]].partitioner_log.append(str(ev.get("message", "")))
+    for logged in model.captures.of("partitioner_log"):
+        if logged.get("compile_id") in by_id:
+            by_id[logged["compile_id"]].partitioner_log.append(str(logged.get("message", "")))
     return GraphsView(model, selection, list(by_id.values()))
 
 

@@ -96,7 +96,7 @@ def divergence_of(facts: dict[int, dict[str, dict[str, Any]]]) -> Divergence | N
     )
 
 
-def _order(cid: str) -> tuple:
+def _order(cid: str) -> tuple[int, ...]:
     parts = re.findall(r"\d+", cid)
     return tuple(int(p) for p in parts) or (10**9,)
 

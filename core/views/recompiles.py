@@ -425,7 +425,7 @@ def _calls_from_capture(
     by_cid = {r.compile_id: r for r in reasons if r.compile_id}
     used: set[str] = set()
     pending_checks = list(checks)
-    calls = []
+    calls: list[Call] = []
     for ev in frame_calls:
         call = Call(
             index=int(ev.get("index", len(calls))),
@@ -498,7 +498,7 @@ def _merge(failures: list[FailedGuard], check: dict[str, Any] | None) -> list[Fa
 def _calls_from_trace(model: RunModel, reasons: list[Reason], names: dict[str, str]) -> list[Call]:
     """Without the live capture: one call per compile (first compile, recompile, refused)."""
     by_cid = {r.compile_id: r for r in reasons if r.compile_id}
-    calls = []
+    calls: list[Call] = []
     for cid, comp in model.compiles.items():
         if comp.is_resume and cid not in by_cid:
             continue
@@ -615,9 +615,10 @@ def _entries(
         entries.setdefault(name, []).append(e)
         index[cid] = e
     for call in calls:
-        e = index.get(call.entry or "")
-        if e is None:
+        served = index.get(call.entry or "")
+        if served is None:
             continue
+        e = served
         if call.outcome in ("compile", "recompile"):
             e.created_by = call.index
             failed = call.failed_guards[0].entry if call.failed_guards else None
