@@ -278,7 +278,7 @@ RAW_LEFT = {
     "core/views/numerics.py": 1,
     "core/views/ranks.py": 2,
     "core/views/recompiles.py": 2,
-    "core/views/trace.py": 2,
+    "core/views/trace.py": 1,
     "tui/index.py": 2,
 }
 

@@ -87,12 +87,13 @@ def build_trace(model: RunModel, selection: Selection | None = None) -> TraceVie
 
 
 def _guard_texts(model: RunModel) -> dict[str | None, dict[str, list[str]]]:
-    """compile id -> guard source -> the guard texts torch recorded for it (from `guards` events)."""
+    """compile id -> guard source -> the guard texts Dynamo recorded for it (the model's live guard
+    lists)."""
     out: dict[str | None, dict[str, list[str]]] = {}
-    for e in model.captures.of("guards"):
-        per = out.setdefault(e.get("compile_id"), {})
-        for g in e.get("guards") or []:
-            per.setdefault(g.get("source") or "", []).append(f"{g.get('kind')}: {_first(g.get('text'))}")
+    for entry in model.guard_sets.live:
+        per = out.setdefault(entry.compile_id, {})
+        for g in entry.guards:
+            per.setdefault(g.source, []).append(f"{g.kind}: {_first(g.text)}")
     return out
 
 
