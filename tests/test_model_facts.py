@@ -15,10 +15,12 @@ from tcx.core.selection import whole_run
 from tcx.core.selectors import compiles_with_kernel
 from tcx.core.views import cache as cache_view
 from tcx.core.views import codegen as codegen_view
+from tcx.core.views import graphs as graphs_view
 from tcx.core.views import guards as guards_view
 from tcx.core.views import index as index_view
 from tcx.core.views import ranks as ranks_view
 from tcx.core.views import recompiles as recompiles_view
+from tcx.tui import index as tui_index
 
 INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"
 SEED_F = REPO / "fixtures" / "recordings" / "seed_f_recompiles.tcx.gz"
@@ -139,3 +141,28 @@ def test_cache_lookups_are_parsed_once_and_each_view_places_its_own_copy():
     assert any(lk.why for lk in compared.runs[1].lookups)
     assert not any(hasattr(lk, "why") for lk in logged)
     assert cache_view.to_json(cache_view.build_cache(model)) == cache_view.to_json(alone)
+
+
+# ----------------------------------------------------------------------------- graphs by stage
+
+
+@pytest.mark.parametrize("source", [NANO_TRAIN, NANO_TRAIN_LOG], ids=["recording", "torch_log"])
+def test_each_compiles_graphs_by_stage_are_one_family_for_the_graphs_view_and_the_tui(source):
+    """An Inductor training step: the eval forward compiled for inference, the train step for
+    training (joint, forward, backward and their post-grad graphs), in tcx's recording and in
+    torch's own log of the same run."""
+    model = build_model(load_recording(source) if source == NANO_TRAIN else load_trace(source), "recording")
+    graphs = model.graphs
+    assert {cid: list(texts) for cid, texts in graphs.texts.items()} == {
+        "0/0": ["dynamo", "inference", "post_grad_inference"],
+        "0/1": ["dynamo", "joint", "forward", "backward", "post_grad_forward", "post_grad_backward"],
+    }
+    assert graphs.logged == {
+        "0/0": {"dynamo", "inference", "post_grad"},
+        "0/1": {"dynamo", "joint", "forward", "backward", "post_grad"},
+    }
+    assert all(text.startswith("class ") or "def forward" in text for text in graphs.texts["0/1"].values())
+    view = graphs_view.build_graphs(model)
+    assert [c.graphs for c in view.compiles] == list(graphs.texts.values())
+    assert view.compiles[1].training and view.compiles[1].saved  # read from the family's texts
+    assert tui_index._graph_kinds(model, model.compiles) == graphs.logged

@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 from tcx.core.model import Compile, Frame, GraphBreak, RunModel
 from tcx.core.selection import Selection
-from tcx.core.views.graphs import GRAPH_EVENTS
 from tcx.core.views.registry import get
 from tcx.renderers.guard_text import dotted
 from tcx.renderers.header import short_path
@@ -475,11 +474,7 @@ def _failing_guard(b: _Builder, failure: Any) -> str | None:
 
 
 def _graph_kinds(model: RunModel, compiles: dict[str, Compile]) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {}
-    for ev in model.documents.of(*GRAPH_EVENTS):
-        if ev.compile_id in compiles:
-            out.setdefault(ev.compile_id, set()).add(GRAPH_EVENTS[ev.name])
-    return out
+    return {cid: kinds for cid, kinds in model.graphs.logged.items() if cid is not None and cid in compiles}
 
 
 def _frames(compiles: dict[str, Compile]) -> dict[str, list[Compile]]:

@@ -7,9 +7,9 @@ export_issues.py and aoti_provenance.py (torch.export and AOTInductor runs), ran
 per rank of a multi-rank input), guard_sets.py (each compile's guards: live lists or torch's trees,
 one parser for the guards, recompiles and ranks views), generated_code.py (Inductor's modules per
 compile with their provenance: the kernels listed once for every count), cache_lookups.py (each
-compile-cache lookup, its payload parsed once). The counts a budget can
-limit live in core/budgets.py, below the model, so `tcx --help` declares `tcx check`'s options
-without importing it.
+compile-cache lookup, its payload parsed once), graph_texts.py (each compile's graphs by stage).
+The counts a budget can limit live in core/budgets.py, below the model, so `tcx --help` declares
+`tcx check`'s options without importing it.
 
 May import (tests/test_structure.py holds it): core/torchtext, core/ingest and core's top-level
 basics. It is the only reader of raw events outside the readers and the recorder.

@@ -21,6 +21,7 @@ from tcx.core.model.cache_lookups import CACHE_ARTIFACTS, CacheLookup, read_cach
 from tcx.core.model.exports import ExportRun
 from tcx.core.model.facts import Compile, GraphBreak, Milestone, Recompile, Sources
 from tcx.core.model.generated_code import PROVENANCE, GeneratedCode
+from tcx.core.model.graph_texts import GRAPH_EVENTS, Graphs, read_graphs
 from tcx.core.model.guard_sets import GuardSets, build_guard_sets
 from tcx.core.model.preview import CudaPreview
 
@@ -193,6 +194,11 @@ class RunModel:
     def cache_lookups(self) -> list[CacheLookup]:
         """Each compile-cache lookup torch logged, its payload parsed once (core/model/cache_lookups.py)."""
         return read_cache_lookups(self.documents.of(*CACHE_ARTIFACTS))
+
+    @functools.cached_property
+    def graphs(self) -> Graphs:
+        """Each compile's graphs by stage, their texts read when asked (core/model/graph_texts.py)."""
+        return read_graphs(self.documents.of(*GRAPH_EVENTS), self.captures.of("partitioner_log"))
 
     @functools.cached_property
     def status(self) -> RunStatus:
