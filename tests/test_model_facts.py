@@ -15,6 +15,7 @@ from tcx.core.selection import whole_run
 from tcx.core.selectors import compiles_with_kernel
 from tcx.core.views import cache as cache_view
 from tcx.core.views import codegen as codegen_view
+from tcx.core.views import fusion as fusion_view
 from tcx.core.views import graphs as graphs_view
 from tcx.core.views import guards as guards_view
 from tcx.core.views import index as index_view
@@ -166,3 +167,28 @@ def test_each_compiles_graphs_by_stage_are_one_family_for_the_graphs_view_and_th
     assert [c.graphs for c in view.compiles] == list(graphs.texts.values())
     assert view.compiles[1].training and view.compiles[1].saved  # read from the family's texts
     assert tui_index._graph_kinds(model, model.compiles) == graphs.logged
+
+
+# ----------------------------------------------------------------------------- fusion decisions
+
+
+@pytest.mark.torch
+@pytest.mark.inductor
+def test_fusion_decisions_per_scheduled_graph_are_read_once_for_the_view_and_the_tui(recorded):
+    """The session's Inductor recording of seed_f (forward and backward): one scheduled graph each,
+    the fusion view's graphs are those graphs, its fused pairs their `fuse` decisions."""
+    model = build_model(load_recording(recorded("seed_f").recording))
+    scheduled = model.fusion
+    assert [(g.compile_id, g.graph, g.preview) for g in scheduled] == [
+        ("0/0", "forward", False),
+        ("0/0", "backward", False),
+    ]
+    assert all(g.nodes and g.groups for g in scheduled)
+    view = fusion_view.build_fusion(model)
+    assert [(g.compile_id, g.graph) for g in view.graphs] == [(g.compile_id, g.graph) for g in scheduled]
+    for shown, logged in zip(view.graphs, scheduled, strict=True):
+        fused = {(d["node1"], d["node2"]) for d in logged.decisions if d.get("kind") == "fuse"}
+        assert set(shown.fused_pairs) == fused and len(shown.nodes) == len(logged.nodes)
+    index = tui_index.build_index(model, whole_run(model))
+    fusion_stages = [item for item in index.items.values() if item.detail.view == "fusion"]
+    assert [item.detail.compile_ids for item in fusion_stages] == [("0/0",)]  # the compile's fusion stage

@@ -272,13 +272,11 @@ RAW_LEFT = {
     "core/views/cache.py": 3,
     "core/views/codegen.py": 1,
     "core/views/cudagraphs.py": 1,
-    "core/views/fusion.py": 1,
     "core/views/index.py": 2,
     "core/views/numerics.py": 1,
     "core/views/ranks.py": 2,
     "core/views/recompiles.py": 2,
     "core/views/trace.py": 1,
-    "tui/index.py": 1,
 }
 
 

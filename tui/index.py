@@ -138,9 +138,7 @@ def build_index(model: RunModel, selection: Selection) -> Index:
     b = _Builder()
     compiles: dict[str, Compile] = explanation.compiles
     graphs = _graph_kinds(model, compiles)
-    fusion = {
-        str(e.get("compile_id")) for e in model.captures.of("fusion") if "nodes" in e and not e.get("preview")
-    }
+    fusion = {str(g.compile_id) for g in model.fusion if not g.preview}
     breaks = [o for s in explanation.sites for o in zip(s.occurrences, s.regions, strict=True)]
     root = b.add(
         Item(

@@ -20,6 +20,7 @@ from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.cache_lookups import CACHE_ARTIFACTS, CacheLookup, read_cache_lookups
 from tcx.core.model.exports import ExportRun
 from tcx.core.model.facts import Compile, GraphBreak, Milestone, Recompile, Sources
+from tcx.core.model.fusion_decisions import FusionGraph, read_fusion
 from tcx.core.model.generated_code import PROVENANCE, GeneratedCode
 from tcx.core.model.graph_texts import GRAPH_EVENTS, Graphs, read_graphs
 from tcx.core.model.guard_sets import GuardSets, build_guard_sets
@@ -199,6 +200,11 @@ class RunModel:
     def graphs(self) -> Graphs:
         """Each compile's graphs by stage, their texts read when asked (core/model/graph_texts.py)."""
         return read_graphs(self.documents.of(*GRAPH_EVENTS), self.captures.of("partitioner_log"))
+
+    @functools.cached_property
+    def fusion(self) -> list[FusionGraph]:
+        """Inductor's fusion decisions per scheduled graph (core/model/fusion_decisions.py)."""
+        return read_fusion(self.captures.of("fusion"))
 
     @functools.cached_property
     def status(self) -> RunStatus:
