@@ -168,7 +168,7 @@ def _graph(ev: FusionGraph, codegen: CodegenView) -> GraphFusion:
             launched[g["name"]] = launch
             best = next((k for k in kernels if k.name == launches[launch].name), best)
         kind = "fused" if len(members) > 1 else "single"
-        category = best.category if best else (members[0].get("kind") if members else "")
+        category = best.category if best else str((members[0].get("kind") if members else "") or "")
         groups.append(
             Group(g["name"], g.get("members") or [], kind, best.name if best else None, category, ops)
         )
