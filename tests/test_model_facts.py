@@ -13,6 +13,7 @@ from tcx.core.model import build_model
 from tcx.core.model.ranks import rank_models
 from tcx.core.selection import whole_run
 from tcx.core.selectors import compiles_with_kernel
+from tcx.core.views import bytecode as bytecode_view
 from tcx.core.views import cache as cache_view
 from tcx.core.views import codegen as codegen_view
 from tcx.core.views import fusion as fusion_view
@@ -192,3 +193,31 @@ def test_fusion_decisions_per_scheduled_graph_are_read_once_for_the_view_and_the
     index = tui_index.build_index(model, whole_run(model))
     fusion_stages = [item for item in index.items.values() if item.detail.view == "fusion"]
     assert [item.detail.compile_ids for item in fusion_stages] == [("0/0",)]  # the compile's fusion stage
+
+
+# ----------------------------------------------------------------------------- bytecode pairs
+
+
+@pytest.mark.torch
+def test_bytecode_pairs_of_a_recording_and_of_torchs_log_of_the_same_run(dynamo_recorded):
+    """demo.py's frames: torch logs the resume functions' bytecode, tcx records every compiled frame's;
+    where both have a frame, the same calls to compiled graphs and resume functions and the same
+    original instructions (torch's dis text parsed)."""
+    run = dynamo_recorded("demo.py")
+    recorded_pairs = {
+        (p.compile_id, p.function): p for p in build_model(load_recording(run.recording)).bytecode
+    }
+    logged_pairs = build_model(load_trace(run.torch_trace), "trace").bytecode
+    assert logged_pairs and all(p.function.startswith("torch_dynamo_resume_in_g") for p in logged_pairs)
+    assert len(recorded_pairs) > len(logged_pairs)
+    for logged in logged_pairs:
+        mine = recorded_pairs[(logged.compile_id, logged.function)]
+        assert mine.called == logged.called and logged.transformed
+        assert [r["opname"] for r in mine.original] == [r["opname"] for r in logged.original]
+    model = build_model(load_recording(run.recording))
+    view = bytecode_view.build_bytecode(model)
+    assert [f.compile_id for f in view.frames] == [p.compile_id for p in model.bytecode]
+    kinds = {c["kind"] for f in view.frames for c in f.calls}
+    assert kinds == {"graph", "resume"} and all(
+        len(f.calls) == len(p.called) for f, p in zip(view.frames, model.bytecode, strict=True)
+    )

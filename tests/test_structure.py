@@ -268,7 +268,6 @@ RAW_LEFT = {
     "core/cost/measurements.py": 2,
     "core/fix/verify.py": 1,
     "core/run/observed.py": 2,
-    "core/views/bytecode.py": 2,
     "core/views/cache.py": 3,
     "core/views/codegen.py": 1,
     "core/views/cudagraphs.py": 1,

@@ -8,7 +8,8 @@ per rank of a multi-rank input), guard_sets.py (each compile's guards: live list
 one parser for the guards, recompiles and ranks views), generated_code.py (Inductor's modules per
 compile with their provenance: the kernels listed once for every count), cache_lookups.py (each
 compile-cache lookup, its payload parsed once), graph_texts.py (each compile's graphs by stage),
-fusion_decisions.py (Inductor's fusion decisions per scheduled graph).
+fusion_decisions.py (Inductor's fusion decisions per scheduled graph), bytecode_pairs.py (each
+compiled frame's original and transformed bytecode).
 The counts a budget can limit live in core/budgets.py, below the model, so `tcx --help` declares
 `tcx check`'s options without importing it.
 

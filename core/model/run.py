@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
+from tcx.core.model.bytecode_pairs import BYTECODE_ARTIFACTS, BytecodePair, read_bytecode_pairs
 from tcx.core.model.cache_lookups import CACHE_ARTIFACTS, CacheLookup, read_cache_lookups
 from tcx.core.model.exports import ExportRun
 from tcx.core.model.facts import Compile, GraphBreak, Milestone, Recompile, Sources
@@ -205,6 +206,13 @@ class RunModel:
     def fusion(self) -> list[FusionGraph]:
         """Inductor's fusion decisions per scheduled graph (core/model/fusion_decisions.py)."""
         return read_fusion(self.captures.of("fusion"))
+
+    @functools.cached_property
+    def bytecode(self) -> list[BytecodePair]:
+        """Each compiled frame's original and transformed bytecode (core/model/bytecode_pairs.py)."""
+        return read_bytecode_pairs(
+            self.captures.of("bytecode"), self.documents.of(BYTECODE_ARTIFACTS), self.compiles
+        )
 
     @functools.cached_property
     def status(self) -> RunStatus:
