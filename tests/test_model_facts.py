@@ -16,6 +16,7 @@ from tcx.core.selectors import compiles_with_kernel
 from tcx.core.views import bytecode as bytecode_view
 from tcx.core.views import cache as cache_view
 from tcx.core.views import codegen as codegen_view
+from tcx.core.views import cudagraphs as cudagraphs_view
 from tcx.core.views import fusion as fusion_view
 from tcx.core.views import graphs as graphs_view
 from tcx.core.views import guards as guards_view
@@ -221,3 +222,30 @@ def test_bytecode_pairs_of_a_recording_and_of_torchs_log_of_the_same_run(dynamo_
     assert kinds == {"graph", "resume"} and all(
         len(f.calls) == len(p.called) for f, p in zip(view.frames, model.bytecode, strict=True)
     )
+
+
+# ----------------------------------------------------------------------------- CUDA-graph decisions
+
+
+def test_cuda_graph_decisions_per_graph_of_a_real_h200_run():
+    """A reduce-overhead run on an H200 (fixtures/gpu): five inference graphs, each partitioned and
+    decided; two captured, one skipped (torch's reason), one wrapped, one split into partitions."""
+    model = build_model(load_recording(REPO / "fixtures" / "gpu" / "h200_cudagraphs_real.tcx"))
+    decisions = model.cudagraphs
+    assert len(decisions.compile_ids) == 19  # every cudagraph event, the run's own ones too
+    assert [(g.compile_id, g.captured, len(g.skips)) for g in decisions.graphs] == [
+        ("0/0", 1, 0),
+        ("1/0", 0, 1),
+        ("2/0", 1, 0),
+        ("3/0", 0, 0),
+        ("4/0", 0, 0),
+    ]
+    assert all(g.graph == "inference" and g.partitions and g.decided and g.wrapped for g in decisions.graphs)
+    view = cudagraphs_view.build_cudagraphs(model)
+    assert [(g.compile_id, g.status, g.captured) for g in view.graphs] == [
+        ("0/0", "captured", 1),
+        ("1/0", "skipped", 0),
+        ("2/0", "captured", 1),
+        ("3/0", "wrapped", 0),
+        ("4/0", "partly", 0),
+    ]

@@ -9,7 +9,8 @@ one parser for the guards, recompiles and ranks views), generated_code.py (Induc
 compile with their provenance: the kernels listed once for every count), cache_lookups.py (each
 compile-cache lookup, its payload parsed once), graph_texts.py (each compile's graphs by stage),
 fusion_decisions.py (Inductor's fusion decisions per scheduled graph), bytecode_pairs.py (each
-compiled frame's original and transformed bytecode).
+compiled frame's original and transformed bytecode), cudagraph_decisions.py (CUDA-graph decisions
+per graph).
 The counts a budget can limit live in core/budgets.py, below the model, so `tcx --help` declares
 `tcx check`'s options without importing it.
 

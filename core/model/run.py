@@ -19,6 +19,7 @@ from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.bytecode_pairs import BYTECODE_ARTIFACTS, BytecodePair, read_bytecode_pairs
 from tcx.core.model.cache_lookups import CACHE_ARTIFACTS, CacheLookup, read_cache_lookups
+from tcx.core.model.cudagraph_decisions import Cudagraphs, read_cudagraphs
 from tcx.core.model.exports import ExportRun
 from tcx.core.model.facts import Compile, GraphBreak, Milestone, Recompile, Sources
 from tcx.core.model.fusion_decisions import FusionGraph, read_fusion
@@ -213,6 +214,11 @@ class RunModel:
         return read_bytecode_pairs(
             self.captures.of("bytecode"), self.documents.of(BYTECODE_ARTIFACTS), self.compiles
         )
+
+    @functools.cached_property
+    def cudagraphs(self) -> Cudagraphs:
+        """CUDA-graph decisions per graph (core/model/cudagraph_decisions.py)."""
+        return read_cudagraphs(self.captures.of("cudagraph"))
 
     @functools.cached_property
     def status(self) -> RunStatus:
