@@ -169,6 +169,10 @@ def test_each_compiles_graphs_by_stage_are_one_family_for_the_graphs_view_and_th
     assert [c.graphs for c in view.compiles] == list(graphs.texts.values())
     assert view.compiles[1].training and view.compiles[1].saved  # read from the family's texts
     assert tui_index._graph_kinds(model, model.compiles) == graphs.logged
+    # the codegen view names a kernel's post-grad nodes from the same graphs (forward, then backward)
+    assert {cid: len(texts) for cid, texts in graphs.post_grad.items()} == {"0/0": 1, "0/1": 2}
+    post_grad = codegen_view.PostGradNodes(model)
+    assert post_grad.module("0/1", 1) and set(post_grad.module("0/1", 1)) <= set(post_grad.of("0/1"))
 
 
 # ----------------------------------------------------------------------------- fusion decisions

@@ -269,7 +269,6 @@ RAW_LEFT = {
     "core/fix/verify.py": 1,
     "core/run/observed.py": 2,
     "core/views/cache.py": 3,
-    "core/views/codegen.py": 1,
     "core/views/index.py": 2,
     "core/views/numerics.py": 1,
     "core/views/ranks.py": 2,

@@ -44,6 +44,17 @@ class GraphTexts(Mapping[str, str]):
         return len(self._events)
 
 
+class GraphText:
+    """One logged graph's text, read from its event when asked for."""
+
+    def __init__(self, event: TraceEvent) -> None:
+        self._event = event
+
+    @property
+    def text(self) -> str:
+        return self._event.payload or ""
+
+
 @dataclass
 class Graphs:
     """Per compile id ("?" for a graph logged outside a compile), in the order torch logged them."""
@@ -52,6 +63,9 @@ class Graphs:
     # every stage that logged a graph (post-grad graphs as "post_grad"), an empty one too
     logged: dict[str | None, set[str]] = field(default_factory=dict)
     partitioner_log: dict[Any, list[str]] = field(default_factory=dict)  # the partitioner's lines
+    # every post-grad graph of a compile ("" for none), in log order (forward, then backward), empty
+    # ones too: Inductor's output code names their nodes
+    post_grad: dict[str, list[GraphText]] = field(default_factory=dict)
 
 
 def read_graphs(events: Iterable[TraceEvent], partitioner: Iterable[dict[str, Any]]) -> Graphs:
@@ -60,6 +74,8 @@ def read_graphs(events: Iterable[TraceEvent], partitioner: Iterable[dict[str, An
     for ev in events:
         kind = GRAPH_EVENTS[ev.name]
         out.logged.setdefault(ev.compile_id, set()).add(kind)
+        if kind == "post_grad":
+            out.post_grad.setdefault(ev.compile_id or "", []).append(GraphText(ev))
         if not ev.packed:
             continue  # (`packed`: an empty payload, without reading one left on disk)
         graphs = out.texts.setdefault(ev.compile_id or "?", GraphTexts())

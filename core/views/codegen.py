@@ -24,7 +24,6 @@ from tcx.core.analysis.preview_notes import (
 from tcx.core.frames import innermost_user_frame, parse_stack_trace
 from tcx.core.ingest.event_schema import seconds
 from tcx.core.ingest.lazy_items import LazyItems, stream
-from tcx.core.ingest.trace_events import TraceEvent
 from tcx.core.model import RunModel
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext import dtypes
@@ -467,25 +466,23 @@ class PostGradNodes:
     compile by compile then holds one compile's graphs, not the whole run's."""
 
     def __init__(self, model: RunModel) -> None:
-        self._events: dict[str, list[TraceEvent]] = {}
-        for ev in model.documents.of("artifact:inductor_post_grad_graph"):
-            self._events.setdefault(ev.compile_id or "", []).append(ev)
+        self._graphs = model.graphs.post_grad
         self._last: tuple[str, dict[str, FxNode]] | None = None
 
     def module(self, compile_id: str | None, ordinal: int) -> dict[str, FxNode]:
         """The nodes of one post-grad graph of a compile (its forward, then its backward), whose names
         another graph of the compile may reuse."""
-        events = self._events.get(compile_id or "", [])
-        if ordinal >= len(events):
+        graphs = self._graphs.get(compile_id or "", [])
+        if ordinal >= len(graphs):
             return {}
-        return {n.name: n for n in parse_graph_nodes(events[ordinal].payload or "")}
+        return {n.name: n for n in parse_graph_nodes(graphs[ordinal].text)}
 
     def of(self, compile_id: str | None) -> dict[str, FxNode]:
         cid = compile_id or ""
         if self._last is None or self._last[0] != cid:
             nodes: dict[str, FxNode] = {}
-            for ev in self._events.get(cid, []):
-                for node in parse_graph_nodes(ev.payload or ""):
+            for graph in self._graphs.get(cid, []):
+                for node in parse_graph_nodes(graph.text):
                     nodes.setdefault(node.name, node)
             self._last = (cid, nodes)
         return self._last[1]
