@@ -144,6 +144,20 @@ def test_cache_lookups_are_parsed_once_and_each_view_places_its_own_copy():
     assert any(lk.why for lk in compared.runs[1].lookups)
     assert not any(hasattr(lk, "why") for lk in logged)
     assert cache_view.to_json(cache_view.build_cache(model)) == cache_view.to_json(alone)
+    # torch's compilation_metrics: this torch's config did not say whether the caches were off
+    assert [(m.compile_id, m.caches_disabled) for m in model.cache_metrics] == [
+        ("0/0", None),
+        ("1/0", None),
+    ] * 3
+    assert alone.runs[0].caches_disabled is None
+
+
+def test_cache_metrics_say_what_torchs_compiler_config_did_with_the_caches():
+    cold = build_model(load_trace(TRACE_FIXTURES / "tcx-cache" / "cold.log.gz"), "trace")
+    assert [(m.compile_id, m.remote, m.caches_disabled) for m in cold.cache_metrics] == [("0/0", {}, False)]
+    assert cache_view.build_cache(cold).runs[0].caches_disabled is False
+    trained = build_model(load_recording(NANO_TRAIN))  # recorded with a fresh cache folder, caches on
+    assert [m.caches_disabled for m in trained.cache_metrics] == [False, False]
 
 
 # ----------------------------------------------------------------------------- graphs by stage

@@ -268,7 +268,7 @@ RAW_LEFT = {
     "core/cost/measurements.py": 2,
     "core/fix/verify.py": 1,
     "core/run/observed.py": 2,
-    "core/views/cache.py": 3,
+    "core/views/cache.py": 1,
     "core/views/index.py": 2,
     "core/views/numerics.py": 1,
     "core/views/ranks.py": 2,

@@ -5,6 +5,8 @@ per lookup, its payload the key's parts, torch's detailed status, the bypass rea
 saved or taken; and `aotautograd_cache_pickle_failure` when it could not store the entry it missed.
 The model parses each payload once; the cache view (`tcx cache`) and the run facts' counts (`tcx
 diff`, baselines) read the same lookups, the view adding what needs the analyses (restarts).
+What torch counted per compile in compilation_metrics (remote-cache hits and misses, whether its
+compiler config disabled the caches) is read here too (`CacheMetrics`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,37 @@ def read_cache_lookups(events: Iterable[TraceEvent]) -> list[CacheLookup]:
         if m:
             lookups.append(_lookup(m["cache"], m["state"], ev.compile_id, ev.attempt, _json(ev.payload)))
     return lookups
+
+
+@dataclass(frozen=True)
+class CacheMetrics:
+    """One compilation_metrics record's cache facts."""
+
+    compile_id: str | None
+    remote: dict[tuple[str, str], int]  # (fx_graph | aotautograd, hit | miss) -> the count, when not 0
+    caches_disabled: bool | None  # torch's compiler config's force_disable_caches; None: it does not say
+
+
+_REMOTE = (("fx_graph", "inductor_fx"), ("aotautograd", "aotautograd"))
+
+
+def read_cache_metrics(events: Iterable[TraceEvent]) -> list[CacheMetrics]:
+    """The cache facts of each compilation_metrics record (one whose body is not an object: none)."""
+    out = []
+    for ev in events:
+        body = ev.body
+        if not isinstance(body, dict):
+            continue
+        remote = {}
+        for cache, prefix in _REMOTE:
+            for state in ("hit", "miss"):
+                value = body.get(f"{prefix}_remote_cache_{state}_count")
+                if isinstance(value, int) and value:
+                    remote[(cache, state)] = value
+        config = _json(body["compiler_config"] if isinstance(body.get("compiler_config"), str) else "")
+        disabled = bool(config["force_disable_caches"]) if "force_disable_caches" in config else None
+        out.append(CacheMetrics(ev.compile_id, remote, disabled))
+    return out
 
 
 def _json(payload: str | None) -> dict[str, Any]:

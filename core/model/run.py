@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.bytecode_pairs import BYTECODE_ARTIFACTS, BytecodePair, read_bytecode_pairs
-from tcx.core.model.cache_lookups import CACHE_ARTIFACTS, CacheLookup, read_cache_lookups
+from tcx.core.model.cache_lookups import (
+    CACHE_ARTIFACTS,
+    CacheLookup,
+    CacheMetrics,
+    read_cache_lookups,
+    read_cache_metrics,
+)
 from tcx.core.model.cudagraph_decisions import Cudagraphs, read_cudagraphs
 from tcx.core.model.exports import ExportRun
 from tcx.core.model.facts import Compile, GraphBreak, Milestone, Recompile, Sources
@@ -219,6 +225,11 @@ class RunModel:
     def cudagraphs(self) -> Cudagraphs:
         """CUDA-graph decisions per graph (core/model/cudagraph_decisions.py)."""
         return read_cudagraphs(self.captures.of("cudagraph"))
+
+    @functools.cached_property
+    def cache_metrics(self) -> list[CacheMetrics]:
+        """What torch's compilation_metrics say of the caches, per record (core/model/cache_lookups.py)."""
+        return read_cache_metrics(self.documents.of("compilation_metrics"))
 
     @functools.cached_property
     def status(self) -> RunStatus:

@@ -162,17 +162,12 @@ class RunCaches:
     def remote(self) -> dict[str, dict[str, int]]:
         """Remote-cache hits and misses torch counted (compilation_metrics), when there were any."""
         out: dict[str, dict[str, int]] = {}
-        for ev in self.model.documents.of("compilation_metrics"):
-            if not isinstance(ev.body, dict):
+        for metrics in self.model.cache_metrics:
+            if not self.selection.includes(metrics.compile_id):
                 continue
-            if not self.selection.includes(ev.compile_id):
-                continue
-            for cache, prefix in (("fx_graph", "inductor_fx"), ("aotautograd", "aotautograd")):
-                for state in ("hit", "miss"):
-                    value = ev.body.get(f"{prefix}_remote_cache_{state}_count")
-                    if isinstance(value, int) and value:
-                        slot = out.setdefault(cache, {"hit": 0, "miss": 0})
-                        slot[state] += value
+            for (cache, state), value in metrics.remote.items():
+                slot = out.setdefault(cache, {"hit": 0, "miss": 0})
+                slot[state] += value
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -421,13 +416,9 @@ def _json(payload: str | None) -> dict[str, Any]:
 def _caches_disabled(model: RunModel) -> bool | None:
     """From torch's own compiler config in compilation_metrics; None when no metrics say."""
     answer = None
-    for ev in model.documents.of("compilation_metrics"):
-        if isinstance(ev.body, dict):
-            config = _json(
-                ev.body.get("compiler_config") if isinstance(ev.body.get("compiler_config"), str) else ""
-            )
-            if "force_disable_caches" in config:
-                answer = bool(config["force_disable_caches"]) or bool(answer)
+    for metrics in model.cache_metrics:
+        if metrics.caches_disabled is not None:
+            answer = metrics.caches_disabled or bool(answer)
     return answer
 
 
