@@ -267,3 +267,28 @@ def test_cuda_graph_decisions_per_graph_of_a_real_h200_run():
         ("3/0", "wrapped", 0),
         ("4/0", "partly", 0),
     ]
+
+
+# ----------------------------------------------------------------------------- per-rank facts
+
+
+def test_each_ranks_progress_and_compared_facts_come_from_its_own_model():
+    """tlparse's four rank logs: ranks 0 and 2 logged one compile, ranks 1 and 3 fifteen and seven;
+    the hang report's last events and the divergence's compared facts read the same facts."""
+    models = rank_models(build_model(load_trace(INPUTS / "multi_rank_logs"), "trace"))
+    progress = {rank: m.rank_progress(rank) for rank, m in models.items()}
+    assert {rank: (p.events, p.last_compile_id, p.last_name) for rank, p in progress.items()} == {
+        0: (21, "0/0", "compilation_metrics"),
+        1: (810, "0/14", "compilation_metrics"),
+        2: (21, "0/0", "compilation_metrics"),
+        3: (299, "0/6", "compilation_metrics"),
+    }
+    assert [(e.rank, e.compile_id, e.events) for e in ranks_view.last_events(models)] == [
+        (rank, p.last_compile_id, p.events) for rank, p in progress.items()
+    ]
+    traces = models[3].compile_traces
+    assert len(traces) == 7 and all(t.shapes is not None and len(t.cache) == 2 for t in traces.values())
+    facts = ranks_view.facts_by_compile(models[3])
+    assert all(
+        facts[cid]["cache"] == t.cache and facts[cid]["shapes"] == t.shapes for cid, t in traces.items()
+    )

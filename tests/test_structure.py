@@ -271,7 +271,6 @@ RAW_LEFT = {
     "core/views/cache.py": 1,
     "core/views/index.py": 2,
     "core/views/numerics.py": 1,
-    "core/views/ranks.py": 2,
     "core/views/recompiles.py": 2,
     "core/views/trace.py": 1,
 }

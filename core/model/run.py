@@ -33,6 +33,13 @@ from tcx.core.model.generated_code import PROVENANCE, GeneratedCode
 from tcx.core.model.graph_texts import GRAPH_EVENTS, Graphs, read_graphs
 from tcx.core.model.guard_sets import GuardSets, build_guard_sets
 from tcx.core.model.preview import CudaPreview
+from tcx.core.model.rank_facts import (
+    COMPARED,
+    CompileTraces,
+    RankProgress,
+    rank_progress,
+    read_compile_traces,
+)
 
 if TYPE_CHECKING:
     from tcx.core.ingest.recording import Recording
@@ -230,6 +237,15 @@ class RunModel:
     def cache_metrics(self) -> list[CacheMetrics]:
         """What torch's compilation_metrics say of the caches, per record (core/model/cache_lookups.py)."""
         return read_cache_metrics(self.documents.of("compilation_metrics"))
+
+    @functools.cached_property
+    def compile_traces(self) -> dict[str, CompileTraces]:
+        """Per compile id, the logged facts ranks compare (core/model/rank_facts.py)."""
+        return read_compile_traces(self.documents.of(*COMPARED))
+
+    def rank_progress(self, rank: int) -> RankProgress:
+        """How far `rank` logged in this (its own) model (core/model/rank_facts.py)."""
+        return rank_progress(self.documents, rank)
 
     @functools.cached_property
     def status(self) -> RunStatus:

@@ -8,7 +8,6 @@ call order), so the first compile id whose facts differ is where the ranks went 
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,17 +120,10 @@ def facts_by_compile(m: RunModel) -> dict[str, dict[str, Any]]:
         f = facts.get(tree.compile_id or "")
         if f is not None and tree.text:
             f["guards"] = tree.fingerprint
-    compared = ("dynamo_output_graph", "artifact:*cache_*", "artifact:*collective*")
-    for ev in m.documents.of(*compared):
-        f = facts.get(ev.compile_id or "")
-        if f is None:
-            continue
-        if ev.name == "dynamo_output_graph" and isinstance(ev.body, dict):
-            f["shapes"] = ev.body.get("sizes")
-        elif ev.name.startswith("artifact:") and "cache_" in ev.name:
-            f["cache"].append(ev.name.split(":", 1)[1])
-        elif "collective" in ev.name and ev.payload:  # e.g. Inductor's collective schedule
-            f["collectives"] = hashlib.sha1(ev.payload.encode()).hexdigest()[:12]
+    for cid, traces in m.compile_traces.items():
+        f = facts.get(cid)
+        if f is not None:
+            f["shapes"], f["cache"], f["collectives"] = traces.shapes, list(traces.cache), traces.collectives
     return facts
 
 
@@ -183,7 +175,6 @@ def multi_rank_report(model: RunModel) -> tuple[list[RankSummary], Divergence | 
 # --- a hung job: where each rank was when it stopped logging -------------------------------------
 
 # Trace events that say nothing about where the rank is (timing and bookkeeping records).
-_QUIET_EVENTS = frozenset({"chromium_event", "str", "link", "dump_file", "stack"})
 _EVENT_WORDS = {
     "dynamo_start": "started tracing",
     "dynamo_output_graph": "traced the graph of",
@@ -257,15 +248,14 @@ class HangReport:
 def last_events(models: dict[int, RunModel]) -> list[RankLastEvent]:
     out = []
     for rank, m in models.items():
-        own = [e for e in m.documents if e.rank == rank]
-        last = next((e for e in reversed(own) if e.compile_id and e.name not in _QUIET_EVENTS), None)
-        cid = last.compile_id if last else None
+        progress = m.rank_progress(rank)
+        cid = progress.last_compile_id
         comp = m.compiles.get(cid or "")
         frame = None
         if comp is not None and comp.co_name:
             frame = f"{comp.co_name} ({comp.co_filename}:{comp.co_firstlineno})"
         finished = bool(comp is not None and comp.compile_time_s is not None)
-        out.append(RankLastEvent(rank, cid, last.name if last else None, frame, finished, len(own)))
+        out.append(RankLastEvent(rank, cid, progress.last_name, frame, finished, progress.events))
     return out
 
 
