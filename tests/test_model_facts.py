@@ -5,7 +5,7 @@ before the family moved into the model: their JSON on every fixture was compared
 from __future__ import annotations
 
 import pytest
-from conftest import REPO, TRACE_FIXTURES
+from conftest import PROGRAMS, REPO, TRACE_FIXTURES, shared_run
 
 from tcx.core.ingest.recording import load_recording
 from tcx.core.ingest.trace_log import load_trace
@@ -23,6 +23,7 @@ from tcx.core.views import guards as guards_view
 from tcx.core.views import index as index_view
 from tcx.core.views import ranks as ranks_view
 from tcx.core.views import recompiles as recompiles_view
+from tcx.core.views import trace as trace_view
 from tcx.tui import index as tui_index
 
 INPUTS = TRACE_FIXTURES / "tlparse-tests" / "inputs"
@@ -292,3 +293,22 @@ def test_each_ranks_progress_and_compared_facts_come_from_its_own_model():
     assert all(
         facts[cid]["cache"] == t.cache and facts[cid]["shapes"] == t.shapes for cid, t in traces.items()
     )
+
+
+# ----------------------------------------------------------------------------- traced instructions
+
+
+@pytest.mark.torch
+def test_traced_instructions_per_compile_attempt_are_what_the_trace_view_shows():
+    """`tcx trace demo.py` (eager): each compile's traced instructions, its graph break among them."""
+    run = shared_run(
+        "trace", str(PROGRAMS / "demo.py"), "--backend", "eager", "--format", "json", save=True
+    ).ok()
+    model = build_model(load_recording(run.recording))
+    traced = model.traced
+    assert traced and all(t.instructions and t.elided == 0 for t in traced)
+    assert [c["compile_id"] for c in run.json()["compiles"]] == [t.compile_id for t in traced]
+    view = trace_view.build_trace(model)
+    assert [len(c.instructions) for c in view.compiles] == [len(t.instructions) for t in traced]
+    breaks = [t.compile_id for t in traced if any(r.get("graph_break") for r in t.instructions)]
+    assert breaks and breaks == [c.compile_id for c in view.compiles if c.graph_break]

@@ -272,7 +272,6 @@ RAW_LEFT = {
     "core/views/index.py": 2,
     "core/views/numerics.py": 1,
     "core/views/recompiles.py": 2,
-    "core/views/trace.py": 1,
 }
 
 

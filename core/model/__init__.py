@@ -10,7 +10,8 @@ compile with their provenance: the kernels listed once for every count), cache_l
 compile-cache lookup, its payload parsed once), graph_texts.py (each compile's graphs by stage),
 fusion_decisions.py (Inductor's fusion decisions per scheduled graph), bytecode_pairs.py (each
 compiled frame's original and transformed bytecode), cudagraph_decisions.py (CUDA-graph decisions
-per graph), rank_facts.py (what ranks compare: per compile, and how far each rank logged).
+per graph), rank_facts.py (what ranks compare: per compile, and how far each rank logged),
+traced_frames.py (the instructions Dynamo traced per compile attempt).
 The counts a budget can limit live in core/budgets.py, below the model, so `tcx --help` declares
 `tcx check`'s options without importing it.
 

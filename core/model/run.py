@@ -40,6 +40,7 @@ from tcx.core.model.rank_facts import (
     rank_progress,
     read_compile_traces,
 )
+from tcx.core.model.traced_frames import TracedFrame, read_traced_frames
 
 if TYPE_CHECKING:
     from tcx.core.ingest.recording import Recording
@@ -246,6 +247,11 @@ class RunModel:
     def rank_progress(self, rank: int) -> RankProgress:
         """How far `rank` logged in this (its own) model (core/model/rank_facts.py)."""
         return rank_progress(self.documents, rank)
+
+    @functools.cached_property
+    def traced(self) -> list[TracedFrame]:
+        """Each compile attempt's traced instructions (core/model/traced_frames.py)."""
+        return read_traced_frames(self.captures.of("trace_instructions"))
 
     @functools.cached_property
     def status(self) -> RunStatus:
