@@ -11,7 +11,8 @@ compile-cache lookup, its payload parsed once), graph_texts.py (each compile's g
 fusion_decisions.py (Inductor's fusion decisions per scheduled graph), bytecode_pairs.py (each
 compiled frame's original and transformed bytecode), cudagraph_decisions.py (CUDA-graph decisions
 per graph), rank_facts.py (what ranks compare: per compile, and how far each rank logged),
-traced_frames.py (the instructions Dynamo traced per compile attempt).
+traced_frames.py (the instructions Dynamo traced per compile attempt), process.py (the child process
+a recording is of), numerics_captures.py (what a `tcx numerics` run recorded).
 The counts a budget can limit live in core/budgets.py, below the model, so `tcx --help` declares
 `tcx check`'s options without importing it.
 

@@ -32,7 +32,9 @@ from tcx.core.model.fusion_decisions import FusionGraph, read_fusion
 from tcx.core.model.generated_code import PROVENANCE, GeneratedCode
 from tcx.core.model.graph_texts import GRAPH_EVENTS, Graphs, read_graphs
 from tcx.core.model.guard_sets import GuardSets, build_guard_sets
+from tcx.core.model.numerics_captures import NumericsCaptures, read_numerics
 from tcx.core.model.preview import CudaPreview
+from tcx.core.model.process import ChildIdentity, child_identity
 from tcx.core.model.rank_facts import (
     COMPARED,
     CompileTraces,
@@ -252,6 +254,21 @@ class RunModel:
     def traced(self) -> list[TracedFrame]:
         """Each compile attempt's traced instructions (core/model/traced_frames.py)."""
         return read_traced_frames(self.captures.of("trace_instructions"))
+
+    @property
+    def child(self) -> ChildIdentity:
+        """The child process this recording is of, as its header says (core/model/process.py)."""
+        return child_identity(self.header.get("child"))
+
+    @functools.cached_property
+    def numerics(self) -> NumericsCaptures:
+        """What a `tcx numerics` run recorded (core/model/numerics_captures.py)."""
+        captures = self.captures
+        return read_numerics(
+            captures.first("numerics_config"),
+            captures.of("numerics_probe"),
+            captures.first("numerics_report"),
+        )
 
     @functools.cached_property
     def status(self) -> RunStatus:
