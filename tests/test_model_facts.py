@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from conftest import PROGRAMS, REPO, TRACE_FIXTURES, shared_run
 
+from tcx.core.analysis.restarts import restarts
 from tcx.core.ingest.recording import load_recording
 from tcx.core.ingest.trace_log import load_trace
 from tcx.core.model import build_model
@@ -312,3 +313,21 @@ def test_traced_instructions_per_compile_attempt_are_what_the_trace_view_shows()
     assert [len(c.instructions) for c in view.compiles] == [len(t.instructions) for t in traced]
     breaks = [t.compile_id for t in traced if any(r.get("graph_break") for r in t.instructions)]
     assert breaks and breaks == [c.compile_id for c in view.compiles if c.graph_break]
+
+
+# ----------------------------------------------------------------------------- attempt logs
+
+
+def test_each_compile_attempt_says_what_made_torch_trace_again():
+    """demo.py's saved run: four compiles whose first attempt broke the graph with no graph made, and
+    traced again to compile the part before the break (the second attempt made the graph)."""
+    model = build_model(load_recording(REPO / "fixtures" / "recordings" / "demo_explain.tcx.gz"))
+    logs = model.attempt_logs
+    abandoned = [(r.compile_id, r.attempt, r.kind, r.graphs) for r in restarts(model)]
+    assert abandoned == [(cid, 0, "graph break", 0) for cid in ("1/0", "2/0", "2/1", "2/2")]
+    for cid, attempt, _, graphs in abandoned:
+        assert logs[(cid, attempt)].broke and logs[(cid, attempt)].graphs == graphs
+    assert all(logs[(cid, 1)].graphs == 1 for cid in ("2/0", "2/1", "2/2"))
+    # compiles 3/1 and 3/2 traced a Python float as a symbol and kept it (not specialized: no restart)
+    traced_floats = {key: log.floats for key, log in logs.items() if log.floats or log.specialized}
+    assert traced_floats == {("3/1", 0): {"zf2": "___stack0"}, ("3/2", 0): {"zf2": "___stack0"}}

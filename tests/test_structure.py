@@ -262,7 +262,6 @@ DELIBERATE = {"renderers/raw_events.py": 2}
 RAW_LEFT = {
     "cli/cmd_cost.py": 5,
     "core/analysis/compile_phases.py": 1,
-    "core/analysis/restarts.py": 1,
     "core/analysis/shape_facts.py": 2,
     "core/cost/measurements.py": 2,
     "core/fix/verify.py": 1,

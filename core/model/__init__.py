@@ -12,7 +12,8 @@ fusion_decisions.py (Inductor's fusion decisions per scheduled graph), bytecode_
 compiled frame's original and transformed bytecode), cudagraph_decisions.py (CUDA-graph decisions
 per graph), rank_facts.py (what ranks compare: per compile, and how far each rank logged),
 traced_frames.py (the instructions Dynamo traced per compile attempt), process.py (the child process
-a recording is of), numerics_captures.py (what a `tcx numerics` run recorded).
+a recording is of), numerics_captures.py (what a `tcx numerics` run recorded),
+attempt_logs.py (what each compile attempt logged of why torch traced again).
 The counts a budget can limit live in core/budgets.py, below the model, so `tcx --help` declares
 `tcx check`'s options without importing it.
 

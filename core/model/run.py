@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
+from tcx.core.model.attempt_logs import ATTEMPT_EVENTS, AttemptLog, read_attempt_logs
 from tcx.core.model.bytecode_pairs import BYTECODE_ARTIFACTS, BytecodePair, read_bytecode_pairs
 from tcx.core.model.cache_lookups import (
     CACHE_ARTIFACTS,
@@ -269,6 +270,11 @@ class RunModel:
             captures.of("numerics_probe"),
             captures.first("numerics_report"),
         )
+
+    @functools.cached_property
+    def attempt_logs(self) -> dict[tuple[str, int], AttemptLog]:
+        """What each compile attempt logged of why torch traced again (core/model/attempt_logs.py)."""
+        return read_attempt_logs(self.documents.of(*ATTEMPT_EVENTS))
 
     @functools.cached_property
     def status(self) -> RunStatus:
