@@ -35,9 +35,9 @@ test-fast: $(STAMP)  ## the inner loop: unit tests, saved recordings and logs, o
 
 # mypy sees the installed layout (tcx.core = core/, ...): a tree of links made for it.
 MYPY_LAYOUT := .mypy-layout
-STRICT      := tcx.core.budgets tcx.core.ingest tcx.core.model tcx.core.analysis tcx.core.selection tcx.core.views.registry tcx.renderers.formats
+STRICT      := tcx.core.budgets tcx.core.ingest tcx.core.model tcx.core.analysis tcx.core.selection tcx.core.views tcx.renderers
 
-lint: $(STAMP)  ## ruff lint + format check, mypy (strict) on the readers, model, analyses, selection, registry, formats; the docs site
+lint: $(STAMP)  ## ruff lint + format check, mypy (strict) on the readers, model, analyses, selection, views, renderers; the docs site
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	rm -rf $(MYPY_LAYOUT) && mkdir -p $(MYPY_LAYOUT)/tcx

@@ -132,14 +132,13 @@ class LiveRunner:
             failed = program.status + (
                 f" ({': '.join(str(p) for p in (program.exc_type, *first) if p)[:200]})"
             )
-        config = model.captures.first("numerics_config") or {}
-        problems = [f"{k}: {v}" for k, v in (config.get("features") or {}).items() if v]
+        recorded = model.numerics
         return RunResult(
             seconds=program.wall_s,
             failed=failed,
             interrupted=program.status == "interrupted",  # tcx stopped it (the outcome says so)
-            probes=list(model.captures.of("numerics_probe")),
-            problems=problems,
+            probes=list(recorded.probes),
+            problems=list(recorded.problems),
         )
 
     def finish(self, report: Any) -> Any:

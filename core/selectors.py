@@ -15,7 +15,6 @@ from typing import Any
 from tcx.core.errors import UsageError
 from tcx.core.model import RunModel
 from tcx.core.selection import Selection
-from tcx.core.torchtext.output_code import kernel_definitions
 
 _ID = re.compile(r"^(?:rank(?P<rank>\d+):)?(?P<local>!?[\d/]+)$")
 _RANK = re.compile(r"^rank(\d+):")
@@ -129,14 +128,7 @@ def matches(spec: str, compile_id: str) -> bool:
 
 def compiles_with_kernel(model: RunModel, name: str) -> set[str]:
     """Compile ids whose Inductor output code defines a kernel named `name` (or containing it)."""
-    out: set[str] = set()
-    for ev in model.documents.of("inductor_output_code"):
-        if not ev.compile_id or ev.compile_id in out:
-            continue
-        source = ev.payload or ""
-        if name in source and any(name in k.name for k in kernel_definitions(source)):
-            out.add(ev.compile_id)
-    return out
+    return model.generated_code.compiles_with_kernel(name)
 
 
 def _require(found: Iterable[object], what: str, model: RunModel, selection: Selection) -> None:

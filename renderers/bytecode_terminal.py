@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from rich.console import Console
 from rich.text import Text
@@ -28,7 +29,7 @@ def render_bytecode(view: BytecodeView, console: Console) -> None:
         _render_frame(frame, console)
 
 
-def _rows(rows: list[dict]) -> list[Text]:
+def _rows(rows: list[dict[str, Any]]) -> list[Text]:
     """The instructions, one a line, the argument whole."""
     out = []
     for r in rows:

@@ -3,6 +3,8 @@ compile time per frame and phase, the top time sinks, and what a fully warm star
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -67,7 +69,7 @@ def _render_lookups(view: CacheView, cid: str, console: Console) -> None:
     if frame["file"]:
         head.append("  " + location(frame["file"], frame["line"]), style="loc")
     console.print(head)
-    slots: list[tuple] = []
+    slots: list[tuple[Any, ...]] = []
     for run in view.runs:
         for lk in run.of(cid):
             if lk.slot not in slots:
@@ -75,26 +77,28 @@ def _render_lookups(view: CacheView, cid: str, console: Console) -> None:
     for slot in slots:
         row = Text("  " + f"{_slot_name(slot):<24}")
         for run in view.runs:
-            lk = next((x for x in run.of(cid) if x.slot == slot), None)
+            found = next((x for x in run.of(cid) if x.slot == slot), None)
             row.append(f" {run.label} " if len(view.runs) > 1 else " ", style="muted")
-            row.append(lk.state if lk else "-", style=STATE_STYLE.get(lk.state, "") if lk else "muted")
-            if lk and lk.hit and lk.time_saved_s:
-                row.append(f" (saved {lk.time_saved_s:.2f} s)", style="muted")
+            row.append(
+                found.state if found else "-", style=STATE_STYLE.get(found.state, "") if found else "muted"
+            )
+            if found and found.hit and found.time_saved_s:
+                row.append(f" (saved {found.time_saved_s:.2f} s)", style="muted")
         console.print(row)
         _render_whys(view, slot, console)
     if not slots:
         console.print(Text("  no cache lookups", style="muted"))
 
 
-def _slot_name(slot: tuple) -> str:
+def _slot_name(slot: tuple[Any, ...]) -> str:
     _cid, cache, graph, n = slot
-    name = CACHE_NAMES.get(cache, cache) + (f" ({graph})" if graph else "")
+    name = str(CACHE_NAMES.get(cache, cache)) + (f" ({graph})" if graph else "")
     if isinstance(n, str):  # a lookup of an attempt torch restarted
         return f"{name} ({n}, restarted)"
     return name + (f" #{n + 1}" if n else "")
 
 
-def _render_whys(view: CacheView, slot: tuple, console: Console) -> None:
+def _render_whys(view: CacheView, slot: tuple[Any, ...], console: Console) -> None:
     """Each run's reason for a lookup that did not hit (identical ones once, naming the runs)."""
     shown: dict[str, list[str]] = {}
     whys: dict[str, tuple[Lookup, RunCaches]] = {}

@@ -241,7 +241,9 @@ def sarif(result: CheckResult) -> dict[str, Any]:
             rid, {"id": rid, "name": v.label, "shortDescription": {"text": f"tcx check: {v.label}"}}
         )
         for cause in v.causes:
-            location = {"physicalLocation": {"artifactLocation": {"uri": quote(_uri(cause.file), safe="/:")}}}
+            location: dict[str, Any] = {
+                "physicalLocation": {"artifactLocation": {"uri": quote(_uri(cause.file), safe="/:")}}
+            }
             if cause.file:
                 location["physicalLocation"]["region"] = {"startLine": cause.line or 1}
             results.append(

@@ -55,7 +55,7 @@ class FoldingConsole(SafeConsole):
     """A console whose code blocks are kept aside (`folds`) behind a placeholder line each."""
 
     def __init__(self, *args: object, nonce: str, whole_lines: bool = False, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        super().__init__(*args, **kwargs)
         self.nonce = nonce
         self.folds: list[Fold] = []
         # HTML: rows and never-cut lines are printed whole, and the browser wraps them (no CONTINUATION)

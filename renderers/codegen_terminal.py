@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
@@ -77,7 +79,7 @@ def render_codegen(view: CodegenView, console: Console, *, lifetimes: bool = Tru
     console.print(Text(f"in all: {kernel_count} kernel(s), {extern_count} extern call(s)", style="muted"))
 
 
-def render_preview_notes(notes: dict, console: Console) -> None:
+def render_preview_notes(notes: dict[str, Any], console: Console) -> None:
     """What the preview assumed, the decisions it took without a GPU, and what it cannot know."""
     for line in [*notes.get("assumptions", []), *notes.get("notes", [])]:
         console.print(Text(f"  assumed: {clean(line)}", style="muted"))

@@ -44,7 +44,7 @@ def make_console(
         soft_wrap=False,
     )
     if console.color_system is None:  # plain text (a pipe, --no-color): no spaces end a line
-        console.file = LineEnds(out)  # type: ignore[assignment]
+        console.file = LineEnds(out)  # type: ignore[assignment]  # a stream by delegation, not an IO subclass
     console.on_broken_pipe = _stop_quietly  # type: ignore[method-assign]  # `tcx ... | head` is fine
     return console
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -39,17 +41,28 @@ def terminal(d: Diff, console: Console) -> None:
     for item in d.programs_failed:
         console.print(Text(f"{clean(item)}: its counts are of the part that ran", style="bad"))
     table = Table(box=None, padding=(0, 2), header_style="muted")
-    for col, justify in (("", "left"), ("A", "right"), ("B", "right"), ("Δ", "right")):
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
+        ("", "left"),
+        ("A", "right"),
+        ("B", "right"),
+        ("Δ", "right"),
+    )
+    for col, justify in columns:
         table.add_column(col, justify=justify)
     for key, (a, b) in d.counts.items():
         delta = b - a
         style = "bad" if delta > 0 and key != "compile_count" else ("good" if delta < 0 else "muted")
         table.add_row(LABELS[key], str(a), str(b), Text(f"{delta:+d}", style=style))
-    for phase, (a, b) in d.compile_time.items():
-        table.add_row(f"compile time: {phase} (s)", _num(a), _num(b), Text(_delta(a, b), style="muted"))
-    for (cache, state), (a, b) in d.caches.items():
+    for phase, (took_a, took_b) in d.compile_time.items():
+        table.add_row(
+            f"compile time: {phase} (s)",
+            _num(took_a),
+            _num(took_b),
+            Text(_delta(took_a, took_b), style="muted"),
+        )
+    for (cache, state), (n_a, n_b) in d.caches.items():
         label = f"{CACHE_NAMES.get(cache, cache)} cache {state}"
-        table.add_row(label, str(a), str(b), Text(f"{b - a:+d}", style="muted"))
+        table.add_row(label, str(n_a), str(n_b), Text(f"{n_b - n_a:+d}", style="muted"))
     console.print(table)
     for title, items, style in (
         ("graph breaks added", d.breaks_added, "bad"),
@@ -59,8 +72,8 @@ def terminal(d: Diff, console: Console) -> None:
             console.print(Text(f"{title}:", style=style))
             for s in items:
                 console.print(Text(f"  + {clean(_site(s))}" if style == "bad" else f"  - {clean(_site(s))}"))
-    for a, b in d.breaks_changed:
-        console.print(Text(f"  ~ {clean(_site(b))}: ×{a.occurrences} → ×{b.occurrences}", style="warn"))
+    for old, new in d.breaks_changed:
+        console.print(Text(f"  ~ {clean(_site(new))}: ×{old.occurrences} → ×{new.occurrences}", style="warn"))
     for title, names in (("kernels added", d.kernels_added), ("kernels removed", d.kernels_removed)):
         if names:
             console.print(Text(f"{title}: ", style="muted") + Text(clean(", ".join(names))))
@@ -89,10 +102,12 @@ def markdown(d: Diff) -> str:
     ]
     for key, (a, b) in d.counts.items():
         lines.append(f"| {LABELS[key]} | {a} | {b} | {b - a:+d} |")
-    for phase, (a, b) in d.compile_time.items():
-        lines.append(f"| compile time: {phase} (s) | {_num(a)} | {_num(b)} | {_delta(a, b)} |")
-    for (cache, state), (a, b) in d.caches.items():
-        lines.append(f"| {CACHE_NAMES.get(cache, cache)} cache {state} | {a} | {b} | {b - a:+d} |")
+    for phase, (took_a, took_b) in d.compile_time.items():
+        lines.append(
+            f"| compile time: {phase} (s) | {_num(took_a)} | {_num(took_b)} | {_delta(took_a, took_b)} |"
+        )
+    for (cache, state), (n_a, n_b) in d.caches.items():
+        lines.append(f"| {CACHE_NAMES.get(cache, cache)} cache {state} | {n_a} | {n_b} | {n_b - n_a:+d} |")
     lines.append("")
     for title, items in (("Graph breaks added", d.breaks_added), ("Graph breaks removed", d.breaks_removed)):
         if items:

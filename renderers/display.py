@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable
+from typing import Literal, cast
 
 from rich.console import Console
 from rich.text import Text
 
 from tcx.renderers.console import THEME, make_console
+
+ColorSystemName = Literal["auto", "standard", "256", "truecolor", "windows"]  # rich's color systems
 
 Render = Callable[[Console], None]
 
@@ -31,7 +34,7 @@ def for_console(render: Render, console: Console, width: int) -> Text:
         theme=THEME,
         width=width,
         force_terminal=color,
-        color_system=console.color_system if color else None,
+        color_system=cast("ColorSystemName | None", console.color_system) if color else None,
         no_color=not color,
         highlight=False,
         emoji=False,

@@ -298,8 +298,16 @@ def render_ranks(ex: Explanation, console: Console) -> None:
         return
     summaries, divergence = ex.ranks
     heads = ("rank", "compiles", "graphs", "graph breaks", "recompiles", "kernels", "failed", "compile s")
-    keys = ("rank", "compiles", "graphs", "graph_breaks", "recompiles", "kernels", "failed_frames")
-    keys += ("compile_time_s",)
+    keys = (
+        "rank",
+        "compiles",
+        "graphs",
+        "graph_breaks",
+        "recompiles",
+        "kernels",
+        "failed_frames",
+        "compile_time_s",
+    )
     cells = [[str(getattr(r, k)) for k in keys] for r in summaries]
     widths = [max(len(h), *(len(c[i]) for c in cells)) for i, h in enumerate(heads)]
     rows = [Text("  " + "  ".join(h.rjust(w) for h, w in zip(heads, widths, strict=True)), style="muted")]

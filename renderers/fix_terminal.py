@@ -86,9 +86,9 @@ def _outcome(number: int, o: Outcome, before: Figures, console: Console) -> None
         console.print(line)
     if r.rewrite:
         console.print(Text("   on a copy of the file:", style="muted"))
-        for line in r.rewrite.patch.splitlines()[2:]:
-            style = "good" if line.startswith("+") else "bad" if line.startswith("-") else "muted"
-            console.print(Text(f"     {clean(line)}", style=style))
+        for patched in r.rewrite.patch.splitlines()[2:]:
+            style = "good" if patched.startswith("+") else "bad" if patched.startswith("-") else "muted"
+            console.print(Text(f"     {clean(patched)}", style=style))
     if o.after:
         console.print(Text("   ", style="muted") + _figures(before, o.after))
     if o.outputs_note:

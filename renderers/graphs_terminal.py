@@ -54,8 +54,8 @@ def render_graphs(view: GraphsView, console: Console, show: Sequence[str] = ()) 
         console.print(title)
         console.print(Padding(Wrapped(Text(clean(comp.verdict()), style="good"), prose=True), (0, 0, 0, 2)))
         if comp.saved:
-            title = f"what compile {comp.compile_id} saves for backward"
-            print_lines(console, _saved_rows(comp.saved), indent=2, title=title)
+            heading = f"what compile {comp.compile_id} saves for backward"
+            print_lines(console, _saved_rows(comp.saved), indent=2, title=heading)
         if comp.recomputed:
             t = Text("  recomputed in backward: ", style="warn")
             t.append(clean(", ".join(f"{r['name']} ({op_base(r['op'])})" for r in comp.recomputed)))

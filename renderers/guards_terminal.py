@@ -8,8 +8,9 @@ from rich.console import Console
 from rich.text import Text
 
 from tcx.core.ingest.lazy_items import stream
+from tcx.core.model.guard_sets import Guard
 from tcx.core.torchtext.guards import tensor_match_text
-from tcx.core.views.guards import DYNAMIC_MARKING, Entry, Guard, GuardsView, dynamic_marking, internal
+from tcx.core.views.guards import DYNAMIC_MARKING, Entry, GuardsView, dynamic_marking, internal
 from tcx.renderers.code_block import Wrapped, print_lines
 from tcx.renderers.guard_text import dotted
 from tcx.renderers.header import location, short_path, view_header

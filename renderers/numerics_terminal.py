@@ -4,6 +4,8 @@ re-run."""
 
 from __future__ import annotations
 
+from typing import Literal
+
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -118,15 +120,16 @@ def _shown(calls: list[ValueCheck]) -> list[ValueCheck]:
 
 def _table(calls: list[ValueCheck]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="muted")
-    for name, justify in (
+    columns: tuple[tuple[str, Literal["left", "right"]], ...] = (
         ("call", "left"),
         ("max |c−e|", "right"),
         ("compiled err", "right"),
         ("eager err", "right"),
         ("allowed", "right"),
         ("", "left"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    )
+    for name, justify in columns:
+        table.add_column(name, justify=justify)
     for check in _shown(calls):
         worst = check.worst
         table.add_row(

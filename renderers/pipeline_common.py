@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.text import Text
 
@@ -27,7 +29,7 @@ def header(
     console.print()
 
 
-def user_line_text(entry: dict | None) -> str:
+def user_line_text(entry: dict[str, Any] | None) -> str:
     if not entry:
         return ""
     return f"{short_path(entry.get('file'))}:{entry.get('line')}  {entry.get('code', '')}".rstrip()

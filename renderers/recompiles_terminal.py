@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.padding import Padding
 from rich.table import Table
@@ -78,9 +80,9 @@ def _shout_limit(rep: RecompileReport, call: Call, console: Console) -> None:
     console.print()
 
 
-def _runs_of_hits(calls: list) -> list[tuple]:
+def _runs_of_hits(calls: list[Call]) -> list[tuple[Any, ...]]:
     """Consecutive hits of the same function, signature and entry collapse into one row."""
-    rows: list[list] = []
+    rows: list[list[Any]] = []
     for call in calls:
         last = rows[-1][0] if rows else None
         same = (
@@ -102,7 +104,7 @@ def _args_text(call: Call) -> str:
     return ", ".join(_arg_text(a) for a in call.args)
 
 
-def _arg_text(a: dict) -> str:
+def _arg_text(a: dict[str, Any]) -> str:
     kind = a.get("kind")
     name = a.get("name", "?")
     if kind == "tensor":
@@ -234,15 +236,17 @@ def _entry(e: Entry, console: Console, full: bool) -> None:
     if e.differs_from:
         # what differs, one line each; the rest is the same as there: counted, listed with --all
         differences = [show(d) for d in e.differences]
-        head = f"        differs from [{clean(e.differs_from)}]"
+        differs = f"        differs from [{clean(e.differs_from)}]"
         if len(differences) == 1:
-            console.print(Wrapped(Text(f"{head}: {clean(differences[0])}", style="warn"), hang=10))
+            console.print(Wrapped(Text(f"{differs}: {clean(differences[0])}", style="warn"), hang=10))
         elif differences:
-            console.print(Text(f"{head}:", style="warn"))
+            console.print(Text(f"{differs}:", style="warn"))
             for d in differences:
                 console.print(Wrapped(Text(f"          {clean(d)}", style="warn"), hang=12))
         else:
-            console.print(Wrapped(Text(f"{head} in none of the guards listed here", style="warn"), hang=10))
+            console.print(
+                Wrapped(Text(f"{differs} in none of the guards listed here", style="warn"), hang=10)
+            )
         if not full:
             same = [line for line in lines if not any(line in d for d in differences)]
             if same:
@@ -292,7 +296,7 @@ def _promotions(rep: RecompileReport, console: Console) -> None:
 
 
 def _causes(rep: RecompileReport, console: Console) -> None:
-    seen: dict[tuple, Call] = {}
+    seen: dict[tuple[Any, ...], Call] = {}
     for c in rep.calls:
         if c.remedy and c.outcome in ("recompile", "eager"):
             key = (c.function, c.cause, c.remedy)

@@ -18,6 +18,7 @@ import secrets
 import shlex
 import threading
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from rich.console import Console
 from rich.rule import Rule
@@ -177,7 +178,7 @@ _NONE = (
 )
 
 
-_CAPTURE_OPTIONS: dict = dict(
+_CAPTURE_OPTIONS: dict[str, Any] = dict(
     record=True,
     width=120,
     theme=THEME,
@@ -192,7 +193,7 @@ _CAPTURE_OPTIONS: dict = dict(
 def _capture(render: Callable[[Console], None], *, color: bool, nonce: str | None = None) -> Console:
     """The section rendered into a recording console; with a `nonce` its code blocks are kept
     aside behind placeholder lines (renderers/code_block.FoldingConsole) for HTML."""
-    options: dict = {
+    options: dict[str, Any] = {
         **_CAPTURE_OPTIONS,
         "file": io.StringIO(),
         "force_terminal": color,
@@ -250,13 +251,13 @@ class _HtmlConsole(FoldingConsole):
     """A recording console that hands on the HTML of what it recorded after every print (and
     forgets it), its code blocks unfolded."""
 
-    def __init__(self, emit: Callable[[str], None], stored: dict[str, str], **kwargs: object) -> None:
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+    def __init__(self, emit: Callable[[str], None], stored: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._emit = emit
         self._stored = stored
 
-    def print(self, *args: object, **kwargs: object) -> None:  # type: ignore[override]
-        super().print(*args, **kwargs)  # type: ignore[arg-type]
+    def print(self, *args: object, **kwargs: Any) -> None:
+        super().print(*args, **kwargs)
         self.hand_on()
 
     def hand_on(self) -> None:
@@ -302,6 +303,7 @@ def fragment_html(render: Callable[[Console], None]) -> str:
     """One view as an HTML fragment (a notebook's `_repr_html_`): a report section's body, escaped
     by rich and with its code folded, styled inline; no page, no script, nothing fetched."""
     console = _capture(render, color=True, nonce=secrets.token_hex(6))
+    assert isinstance(console, FoldingConsole)  # a nonce folds the code blocks
     body = _unfold(console.export_html(inline_styles=True, code_format="{code}"), console, {})
     return FRAGMENT.format(body=body)
 

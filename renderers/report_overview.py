@@ -37,7 +37,7 @@ def overview_counts(report: Report) -> list[tuple[str, int]]:
 
 def overview_rows(report: Report) -> list[tuple[str, ...]]:
     """One row of OVERVIEW_COLUMNS per compile: each stage's numbers, as every format prints them."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for row in report.pipeline:
         a = row.aot
         if a.forward_ops is None and a.inference_ops is None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.console import Console
 from rich.text import Text
 
@@ -52,7 +54,7 @@ def _render_compile(comp: TraceCompile, view: TraceView, console: Console, limit
         Wrapped(Text("  " + " · ".join(clean(f) for f in facts), style="muted"), prose=True, hang=2)
     )
     shown = comp.instructions if limit <= 0 else comp.instructions[:limit]
-    where: tuple | None = None
+    where: tuple[Any, ...] | None = None
     for ins in shown:
         indent = "  " * _drawn_depth(ins.get("depth"))
         key = (ins.get("function"), ins.get("file"), ins.get("line"))
@@ -76,7 +78,7 @@ def _render_compile(comp: TraceCompile, view: TraceView, console: Console, limit
         )
 
 
-def _source_row(indent: str, ins: dict, view: TraceView) -> Text:
+def _source_row(indent: str, ins: dict[str, Any], view: TraceView) -> Text:
     line = ins.get("line")
     code = ""
     lines = source_lines(ins.get("file") or "", view.model.sources) if ins.get("file") else None
@@ -87,7 +89,7 @@ def _source_row(indent: str, ins: dict, view: TraceView) -> Text:
     return row
 
 
-def _offset(ins: dict) -> object:
+def _offset(ins: dict[str, Any]) -> object:
     """An instruction's bytecode offset; `?` where the recording has none (the schema allows null)."""
     offset = ins.get("offset")
     return "?" if offset is None else offset
@@ -97,7 +99,7 @@ def _drawn_depth(depth: object) -> int:
     return max(0, min(depth, MAX_DRAWN_DEPTH)) if isinstance(depth, int) else 0
 
 
-def _ins_row(indent: str, ins: dict) -> tuple[Text, int]:
+def _ins_row(indent: str, ins: dict[str, Any]) -> tuple[Text, int]:
     """The instruction's row (its argument whole), and the column its stack starts at (a stack
     wider than the line wraps under it)."""
     arg = ins.get("argrepr") or ("" if ins.get("argval") is None else str(ins.get("argval")))
@@ -109,7 +111,7 @@ def _ins_row(indent: str, ins: dict) -> tuple[Text, int]:
     return row, stack_column
 
 
-def _annotations(indent: str, ins: dict) -> list[Text]:
+def _annotations(indent: str, ins: dict[str, Any]) -> list[Text]:
     pad = f"  {indent}" + " " * 11
     out = []
     for node in ins.get("node_details") or []:

@@ -165,6 +165,7 @@ def test_each_compile_is_parsed_after_the_one_before_was_printed_and_none_is_kep
     """Streaming: compile k is parsed only once compile k-1 is on the screen, what a user sees is
     exactly what the view prints when every compile is parsed before printing, and no parsed
     compile is kept (`--all` on a 1 GB log holds one compile at a time)."""
+    from tcx.core.model import guard_sets
     from tcx.core.views import codegen as codegen_view
     from tcx.core.views import guards
     from tcx.renderers.guards_terminal import render_guards
@@ -180,7 +181,7 @@ def test_each_compile_is_parsed_after_the_one_before_was_printed_and_none_is_kep
         )
     else:
         module, parser, build, render, items = (
-            guards,
+            guard_sets,  # the model's one guard-tree parser, called when the view reaches a tree
             "parse_guard_tree",
             guards.build_guards,
             render_guards,

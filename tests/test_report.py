@@ -113,9 +113,8 @@ def test_html_escapes_everything_from_the_program(tmp_path):
 def test_a_view_that_breaks_says_so_in_its_section_and_the_report_goes_on(monkeypatch):
     """Views parse payloads as they print; a payload that breaks a parser sinks that one section."""
     from tcx.core.ingest.trace_log import load_trace
-    from tcx.core.model import build_model
+    from tcx.core.model import build_model, guard_sets
     from tcx.core.views import codegen as codegen_view
-    from tcx.core.views import guards
     from tcx.core.views.report import build_report
     from tcx.renderers.report_output import report_html
 
@@ -125,7 +124,7 @@ def test_a_view_that_breaks_says_so_in_its_section_and_the_report_goes_on(monkey
     log = TRACE_FIXTURES / "tlparse-tests" / "inputs" / "simple.log"
     whole = build_report(build_model(load_trace(log), "trace"))
     assert sum(row.kernels for row in whole.pipeline) > 0 and not whole.failures
-    monkeypatch.setattr(guards, "parse_guard_tree", broken)  # parsed when the section prints
+    monkeypatch.setattr(guard_sets, "parse_guard_tree", broken)  # parsed when the section prints
     monkeypatch.setattr(codegen_view, "parse_wrapper", broken)  # parsed for the overview's counts
     rep = build_report(build_model(load_trace(log), "trace"))
     assert rep.views["codegen"] is None and sum(row.kernels for row in rep.pipeline) == 0

@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 from tcx.core.model import Compile, Frame, GraphBreak, RunModel
 from tcx.core.selection import Selection
-from tcx.core.views.graphs import GRAPH_EVENTS
 from tcx.core.views.registry import get
 from tcx.renderers.guard_text import dotted
 from tcx.renderers.header import short_path
@@ -139,9 +138,7 @@ def build_index(model: RunModel, selection: Selection) -> Index:
     b = _Builder()
     compiles: dict[str, Compile] = explanation.compiles
     graphs = _graph_kinds(model, compiles)
-    fusion = {
-        str(e.get("compile_id")) for e in model.captures.of("fusion") if "nodes" in e and not e.get("preview")
-    }
+    fusion = {str(g.compile_id) for g in model.fusion if not g.preview}
     breaks = [o for s in explanation.sites for o in zip(s.occurrences, s.regions, strict=True)]
     root = b.add(
         Item(
@@ -475,11 +472,7 @@ def _failing_guard(b: _Builder, failure: Any) -> str | None:
 
 
 def _graph_kinds(model: RunModel, compiles: dict[str, Compile]) -> dict[str, set[str]]:
-    out: dict[str, set[str]] = {}
-    for ev in model.documents.of(*GRAPH_EVENTS):
-        if ev.compile_id in compiles:
-            out.setdefault(ev.compile_id, set()).add(GRAPH_EVENTS[ev.name])
-    return out
+    return {cid: kinds for cid, kinds in model.graphs.logged.items() if cid is not None and cid in compiles}
 
 
 def _frames(compiles: dict[str, Compile]) -> dict[str, list[Compile]]:

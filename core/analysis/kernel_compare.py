@@ -32,9 +32,10 @@ def fingerprint(source: str) -> str:
 def _modules(model: RunModel, selection: Selection) -> list[tuple[str | None, str, str]]:
     """(compile id, graph, source) of each generated module of the selected compiles."""
     out = []
-    for ev in model.documents.of("inductor_output_code"):
-        if ev.payload and selection.includes(ev.compile_id):
-            out.append((ev.compile_id, graph_of(ev.payload), ev.payload))
+    for generated in model.generated_code.modules:
+        source = generated.source
+        if source and selection.includes(generated.compile_id):
+            out.append((generated.compile_id, graph_of(source), source))
     if out or not recorded_preview(model):
         return out
     for module in model.preview.modules:

@@ -24,7 +24,6 @@ from typing import Any
 
 from tcx.core.analysis.shape_facts import number_text
 from tcx.core.model import RunModel
-from tcx.core.torchtext import guards as guard_text
 
 _CLASS = re.compile(r"^<class '(?:[\w.]+\.)?(?P<name>\w+)'>$")
 TENSORIFY = "TensorifyScalarRestartAnalysis"
@@ -53,31 +52,13 @@ class Restart:
 def restarts(model: RunModel) -> list[Restart]:
     """Every abandoned attempt of the run, in compile order."""
     attempts = {cid: c.attempts - 1 for cid, c in model.compiles.items()}  # the last attempt of each
-    floats: dict[tuple[str, int], dict[str, str]] = {}  # (cid, attempt) -> float symbol -> source
-    specialized: dict[tuple[str, int], dict[str, str]] = {}  # (cid, attempt) -> symbol -> value
-    breaks: set[tuple[str, int]] = set()  # attempts that logged a graph break
-    graphs: dict[tuple[str, int], int] = {}
     if not any(attempts.values()):
         return []
-    shown = ("create_symbol", "symbolic_shape_specialization", "artifact:dynamo_graph_break_reason")
-    for ev in model.documents.of(*shown, "dynamo_output_graph"):
-        cid = ev.compile_id
-        if not cid:
-            continue
-        if ev.name == "create_symbol" and isinstance(ev.body, dict):
-            symbol = str(ev.body.get("symbol", ""))
-            if symbol.startswith("zf"):  # torch's SymT.FLOAT prefix
-                floats.setdefault((cid, ev.attempt), {})[symbol] = guard_text.source_name(
-                    str(ev.body.get("source", "?"))
-                )
-        elif ev.name == "symbolic_shape_specialization" and isinstance(ev.body, dict):
-            specialized.setdefault((cid, ev.attempt), {})[str(ev.body.get("symbol"))] = number_text(
-                ev.body.get("value")
-            )
-        elif ev.name == "artifact:dynamo_graph_break_reason":
-            breaks.add((cid, ev.attempt))
-        elif ev.name == "dynamo_output_graph":
-            graphs[(cid, ev.attempt)] = graphs.get((cid, ev.attempt), 0) + 1
+    logs = model.attempt_logs  # (cid, attempt) -> float symbols, specializations, a break, graphs
+    floats = {key: log.floats for key, log in logs.items()}
+    specialized = {key: {s: number_text(v) for s, v in log.specialized.items()} for key, log in logs.items()}
+    breaks = {key for key, log in logs.items() if log.broke}
+    graphs = {key: log.graphs for key, log in logs.items()}
     out = []
     for cid, last in attempts.items():
         if last == 0:

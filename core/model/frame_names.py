@@ -5,16 +5,16 @@ its `wrapper`/`wrapped_func` frame, not `LlamaForCausalLM.forward`. The name com
 Dynamo put on that frame, never from a guess: the frame holds the function it calls in a closure
 (a CLOSURE_MATCH/FUNCTION_MATCH guard on `L['func']`), the class from the TYPE_MATCH guard on its
 `self` (or `args[0]`), the method from a guard on that function's `__name__` when Dynamo read it.
-Pure and torch-free; live recordings only (a log's guard tree is not parsed for this). In the model:
-it reads the recorder's guard captures, which only core/model/ may read.
+Pure and torch-free; live recordings only (a log's guard tree is not parsed for this): it reads the
+model's live guard lists (core/model/guard_sets.py).
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from tcx.core.model.facts import Compile
+from tcx.core.model.guard_sets import Guard
 from tcx.core.model.run import RunModel
 
 _HELD = re.compile(r"^L\['(\w+)'\]$")
@@ -26,14 +26,13 @@ def decorated_names(model: RunModel) -> dict[str, str]:
     """Compile id -> `LlamaForCausalLM.forward (via wrapped_func)`, for each decorator frame whose
     guards say what it wraps (one pass over the recorded guard lists)."""
     out = {}
-    for e in model.captures.of("guards"):
-        cid = e.get("compile_id")
-        comp = model.compiles.get(cid or "")
-        if comp is None or comp.is_resume or not isinstance(e.get("guards"), list):
+    for e in model.guard_sets.live:
+        comp = model.compiles.get(e.compile_id or "")
+        if comp is None or comp.is_resume:
             continue
-        name = _wrapped(e["guards"], comp.co_name or "?")
+        name = _wrapped(e.guards, comp.co_name or "?")
         if name:
-            out[str(cid)] = name
+            out[str(e.compile_id)] = name
     return out
 
 
@@ -44,14 +43,11 @@ def frame_name(comp: Compile | None, names: dict[str, str], fallback: str = "?")
     return names.get(comp.compile_id) or comp.display_name
 
 
-def _wrapped(guards: list[Any], frame: str) -> str | None:
+def _wrapped(guards: list[Guard], frame: str) -> str | None:
     held: set[str] = set()
     owner = method = None
     for g in guards:
-        if not isinstance(g, dict):
-            continue
-        kind, source = str(g.get("kind") or ""), str(g.get("source") or "")
-        text = " ".join(str(t) for t in g.get("text") or [])
+        kind, source, text = g.kind, g.source, " ".join(g.text)
         m = _HELD.match(source)
         if m and kind in ("CLOSURE_MATCH", "FUNCTION_MATCH") and not m.group(1).startswith("__"):
             held.add(m.group(1))
@@ -59,10 +55,9 @@ def _wrapped(guards: list[Any], frame: str) -> str | None:
             found = _CLASS.search(text)
             owner = found.group(1) if found else None
     for g in guards:
-        source = str((g or {}).get("source") or "") if isinstance(g, dict) else ""
         for var in held:
-            if source == f"L['{var}'].__name__":
-                found = re.search(r"== '(\w+)'", " ".join(str(t) for t in g.get("text") or []))
+            if g.source == f"L['{var}'].__name__":
+                found = re.search(r"== '(\w+)'", " ".join(g.text))
                 method = found.group(1) if found else method
     if not held or owner is None:
         return None

@@ -17,9 +17,33 @@ from typing import TYPE_CHECKING, Any
 
 from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
+from tcx.core.model.attempt_logs import ATTEMPT_EVENTS, AttemptLog, read_attempt_logs
+from tcx.core.model.bytecode_pairs import BYTECODE_ARTIFACTS, BytecodePair, read_bytecode_pairs
+from tcx.core.model.cache_lookups import (
+    CACHE_ARTIFACTS,
+    CacheLookup,
+    CacheMetrics,
+    read_cache_lookups,
+    read_cache_metrics,
+)
+from tcx.core.model.cudagraph_decisions import Cudagraphs, read_cudagraphs
 from tcx.core.model.exports import ExportRun
 from tcx.core.model.facts import Compile, GraphBreak, Milestone, Recompile, Sources
+from tcx.core.model.fusion_decisions import FusionGraph, read_fusion
+from tcx.core.model.generated_code import PROVENANCE, GeneratedCode
+from tcx.core.model.graph_texts import GRAPH_EVENTS, Graphs, read_graphs
+from tcx.core.model.guard_sets import GuardSets, build_guard_sets
+from tcx.core.model.numerics_captures import NumericsCaptures, read_numerics
 from tcx.core.model.preview import CudaPreview
+from tcx.core.model.process import ChildIdentity, child_identity
+from tcx.core.model.rank_facts import (
+    COMPARED,
+    CompileTraces,
+    RankProgress,
+    rank_progress,
+    read_compile_traces,
+)
+from tcx.core.model.traced_frames import TracedFrame, read_traced_frames
 
 if TYPE_CHECKING:
     from tcx.core.ingest.recording import Recording
@@ -171,6 +195,86 @@ class RunModel:
     @property
     def logs(self) -> list[dict[str, Any]]:
         return self.captures.of("log")
+
+    @functools.cached_property
+    def guard_sets(self) -> GuardSets:
+        """Each compile's guards (core/model/guard_sets.py): made when first asked, trees parsed lazily."""
+        return build_guard_sets(
+            self.documents.of("dynamo_cpp_guards_str"),
+            self.captures.of("guards"),
+            self.captures.of("cache_entries"),
+        )
+
+    @functools.cached_property
+    def generated_code(self) -> GeneratedCode:
+        """Inductor's output-code modules with their provenance (core/model/generated_code.py)."""
+        return GeneratedCode(self.documents.of("inductor_output_code", PROVENANCE))
+
+    @functools.cached_property
+    def cache_lookups(self) -> list[CacheLookup]:
+        """Each compile-cache lookup torch logged, its payload parsed once (core/model/cache_lookups.py)."""
+        return read_cache_lookups(self.documents.of(*CACHE_ARTIFACTS))
+
+    @functools.cached_property
+    def graphs(self) -> Graphs:
+        """Each compile's graphs by stage, their texts read when asked (core/model/graph_texts.py)."""
+        return read_graphs(self.documents.of(*GRAPH_EVENTS), self.captures.of("partitioner_log"))
+
+    @functools.cached_property
+    def fusion(self) -> list[FusionGraph]:
+        """Inductor's fusion decisions per scheduled graph (core/model/fusion_decisions.py)."""
+        return read_fusion(self.captures.of("fusion"))
+
+    @functools.cached_property
+    def bytecode(self) -> list[BytecodePair]:
+        """Each compiled frame's original and transformed bytecode (core/model/bytecode_pairs.py)."""
+        return read_bytecode_pairs(
+            self.captures.of("bytecode"), self.documents.of(BYTECODE_ARTIFACTS), self.compiles
+        )
+
+    @functools.cached_property
+    def cudagraphs(self) -> Cudagraphs:
+        """CUDA-graph decisions per graph (core/model/cudagraph_decisions.py)."""
+        return read_cudagraphs(self.captures.of("cudagraph"))
+
+    @functools.cached_property
+    def cache_metrics(self) -> list[CacheMetrics]:
+        """What torch's compilation_metrics say of the caches, per record (core/model/cache_lookups.py)."""
+        return read_cache_metrics(self.documents.of("compilation_metrics"))
+
+    @functools.cached_property
+    def compile_traces(self) -> dict[str, CompileTraces]:
+        """Per compile id, the logged facts ranks compare (core/model/rank_facts.py)."""
+        return read_compile_traces(self.documents.of(*COMPARED))
+
+    def rank_progress(self, rank: int) -> RankProgress:
+        """How far `rank` logged in this (its own) model (core/model/rank_facts.py)."""
+        return rank_progress(self.documents, rank)
+
+    @functools.cached_property
+    def traced(self) -> list[TracedFrame]:
+        """Each compile attempt's traced instructions (core/model/traced_frames.py)."""
+        return read_traced_frames(self.captures.of("trace_instructions"))
+
+    @property
+    def child(self) -> ChildIdentity:
+        """The child process this recording is of, as its header says (core/model/process.py)."""
+        return child_identity(self.header.get("child"))
+
+    @functools.cached_property
+    def numerics(self) -> NumericsCaptures:
+        """What a `tcx numerics` run recorded (core/model/numerics_captures.py)."""
+        captures = self.captures
+        return read_numerics(
+            captures.first("numerics_config"),
+            captures.of("numerics_probe"),
+            captures.first("numerics_report"),
+        )
+
+    @functools.cached_property
+    def attempt_logs(self) -> dict[tuple[str, int], AttemptLog]:
+        """What each compile attempt logged of why torch traced again (core/model/attempt_logs.py)."""
+        return read_attempt_logs(self.documents.of(*ATTEMPT_EVENTS))
 
     @functools.cached_property
     def status(self) -> RunStatus:

@@ -17,6 +17,7 @@ from typing import Any
 from tcx.core.errors import InputError
 from tcx.core.ingest.recording import RecordingWriter, load_recording
 from tcx.core.model import RunModel, build_model
+from tcx.core.model.process import child_identity
 from tcx.core.model.status import CHILD_COUNTS
 
 
@@ -75,10 +76,10 @@ def _summarize_child(path: Path) -> dict[str, Any] | None:
     except InputError:
         return None
     model = build_model(rec, "recording")
-    child = rec.header.get("child") if isinstance(rec.header.get("child"), dict) else {}
+    child = model.child.to_json()
     lost = list(model.status.lost_compiles)
     if lost:
-        return {**_identity(child), "observed": False, "reason": f"capture lost (compile ids {lost})"}
+        return {**child, "observed": False, "reason": f"capture lost (compile ids {lost})"}
     if not model.compiles:
         return None  # it imported torch (a data-loader worker, say) but compiled nothing
     whole = explain(model)
@@ -88,7 +89,7 @@ def _summarize_child(path: Path) -> dict[str, Any] | None:
         functions[name] = {key: getattr(of_name, key) for key in CHILD_COUNTS}
         functions[name]["sites"] = [[s.gb_type, s.file, s.line] for s in of_name.sites[:MAX_CHILD_SITES]]
     return {
-        **_identity(child),
+        **child,
         "observed": True,
         **{key: getattr(whole, key) for key in CHILD_COUNTS},
         "functions": functions,
@@ -103,13 +104,8 @@ def _unobserved(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         info = {}
     info = info if isinstance(info, dict) else {}
-    return {**_identity(info), "observed": False, "reason": str(info.get("reason") or "unknown")}
-
-
-def _identity(info: dict[str, Any]) -> dict[str, Any]:
-    argv = info.get("argv")
     return {
-        "pid": info.get("pid") if isinstance(info.get("pid"), int) else None,
-        "how": str(info.get("how") or "unknown"),
-        "argv": [str(a) for a in argv] if isinstance(argv, list) else [],
+        **child_identity(info).to_json(),
+        "observed": False,
+        "reason": str(info.get("reason") or "unknown"),
     }

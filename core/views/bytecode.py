@@ -12,21 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.model import RunModel
+from tcx.core.model.bytecode_pairs import BytecodePair
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.names import (
     is_compiled_graph_global,
-    is_generated_global,
     parse_resume,
     resume_global_offset,
 )
 from tcx.core.views.envelope import envelope
 
 SCHEMA = "tcx.bytecode/1"
-# No two whitespace repeats side by side: `\s*(\d+)?\s+` split a line of 4,000 blanks every way
-# before failing (seconds per line); this form is linear in the line.
-_DIS_ROW = re.compile(
-    r"^(?:\s*(?P<line>\d+))?\s+(?:(?P<target>>>)\s*)?(?P<offset>\d+) (?P<opname>[A-Z_0-9]+)\s*(?P<rest>.*)$"
-)
 
 
 @dataclass
@@ -53,9 +48,7 @@ class BytecodeView:
 
 def build_bytecode(model: RunModel, selection: Selection | None = None) -> BytecodeView:
     selection = selection or whole_run(model)
-    frames = [_live(e) for e in model.captures.of("bytecode") if not e.get("error")]
-    if not frames:
-        frames = _from_trace(model)
+    frames = [_frame(pair) for pair in model.bytecode]
     for fr in frames:
         fr.calls = _calls(fr, frames)
     reason = None
@@ -65,76 +58,20 @@ def build_bytecode(model: RunModel, selection: Selection | None = None) -> Bytec
     return BytecodeView(model=model, selection=selection, frames=frames, unavailable=reason)
 
 
-def _live(e: dict[str, Any]) -> Frame:
+def _frame(pair: BytecodePair) -> Frame:
+    """The view's own frame of a model's pair (the view adds where each call leads)."""
     return Frame(
-        compile_id=e.get("compile_id"),
-        function=str(e.get("function") or "?"),
-        file=e.get("file"),
-        firstlineno=e.get("firstlineno"),
-        original=list(e.get("original") or []),
-        transformed=list(e.get("transformed") or []),
-        transformed_source=e.get("transformed_source"),
-        decompiled_with=e.get("transformed_how"),
-        original_source=e.get("original_source"),
-        calls=[{"name": n} for n in e.get("calls") or []],
+        compile_id=pair.compile_id,
+        function=pair.function,
+        file=pair.file,
+        firstlineno=pair.firstlineno,
+        original=pair.original,
+        transformed=pair.transformed,
+        transformed_source=pair.transformed_source,
+        decompiled_with=pair.decompiled_with,
+        original_source=pair.original_source,
+        calls=[{"name": n} for n in pair.called],
     )
-
-
-def parse_dis(text: str) -> list[dict[str, Any]]:
-    rows = []
-    for raw in text.splitlines():
-        m = _DIS_ROW.match(raw)
-        if m:
-            rows.append(
-                {
-                    "offset": int(m.group("offset")),
-                    "opname": m.group("opname"),
-                    "argrepr": _argrepr(m.group("rest")),
-                    "line": int(m.group("line")) if m.group("line") else None,
-                    "target": bool(m.group("target")),
-                }
-            )
-    return rows
-
-
-def _argrepr(rest: str) -> str:
-    rest = rest.strip()
-    m = re.match(r"^\d+\s*(?:\((?P<repr>.*)\))?$", rest)
-    if m:
-        return m.group("repr") or rest.split()[0] if rest else ""
-    return rest
-
-
-def _from_trace(model: RunModel) -> list[Frame]:
-    frames: dict[tuple[str | None, str], Frame] = {}
-    for ev in model.documents.of("artifact:*_BYTECODE"):
-        name = ev.name.removeprefix("artifact:")
-        for suffix, attr in (("_ORIGINAL_BYTECODE", "original"), ("_MODIFIED_BYTECODE", "transformed")):
-            if name.endswith(suffix):
-                fn = name[: -len(suffix)]
-                comp = model.compiles.get(ev.compile_id or "")
-                key = (ev.compile_id, fn)
-                frame = frames.setdefault(
-                    key,
-                    Frame(
-                        compile_id=ev.compile_id,
-                        function=fn,
-                        file=comp.co_filename if comp else None,
-                        firstlineno=comp.co_firstlineno if comp else None,
-                        original=[],
-                        transformed=[],
-                        transformed_source=None,
-                        decompiled_with=None,
-                        original_source=None,
-                    ),
-                )
-                setattr(frame, attr, parse_dis(ev.payload or ""))
-    for frame in frames.values():
-        names = [
-            r["argrepr"].removeprefix("NULL + ") for r in frame.transformed if r["opname"] == "LOAD_GLOBAL"
-        ]
-        frame.calls = [{"name": n} for n in dict.fromkeys(names) if is_generated_global(n)]
-    return list(frames.values())
 
 
 def _line_at(rows: list[dict[str, Any]], offset: int) -> int | None:

@@ -16,13 +16,13 @@ several runs (`tcx cache PROGRAM`: cold then warm; `tcx cache A B`) compare them
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.analysis.compile_phases import CompileTime, compile_times
 from tcx.core.analysis.restarts import restarts_by_attempt
 from tcx.core.model import RunModel
+from tcx.core.model.cache_lookups import CacheLookup
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.cache_key import (
     Component,
@@ -31,16 +31,12 @@ from tcx.core.torchtext.cache_key import (
     field_changes,
     graph_diff,
     node_name,
-    parse_components,
 )
 from tcx.core.torchtext.fx_graph import parse_graph_nodes
 from tcx.core.views.envelope import SOURCE_KINDS, envelope
 
 SCHEMA = "tcx.cache/1"
 CACHE_NAMES = {"fx_graph": "FX graph", "aotautograd": "AOTAutograd"}
-_ARTIFACT = re.compile(r"^artifact:(?P<cache>fx_graph|aotautograd)(?:_bundled)?_cache_(?P<state>[a-z]+)$")
-_PICKLE_FAILURE = "artifact:aotautograd_cache_pickle_failure"
-_CACHE_ARTIFACTS = ("artifact:fx_graph*_cache_*", "artifact:aotautograd*_cache_*")  # the pickle failure too
 # Graph texts a run logs per compile, searched for the user line of a graph's node (in order).
 _GRAPH_EVENTS = {
     "aotautograd": ("dynamo_output_graph", "aot_inference_graph", "aot_forward_graph", "aot_backward_graph"),
@@ -79,26 +75,14 @@ class Why:
 
 
 @dataclass
-class Lookup:
-    """One lookup torch reported: a cache, a compile id, and what happened."""
+class Lookup(CacheLookup):
+    """One lookup of the model's (core/model/cache_lookups.py), placed among the run's lookups and
+    explained against the other runs'."""
 
-    cache: str  # fx_graph | aotautograd
-    state: str  # hit | miss | bypass | disabled
-    compile_id: str | None
-    graph: str | None  # forward | backward | inference (the FX graph cache), from the key's parts
-    key: str | None
-    detail: str | None  # torch's cache_status_detailed: full_miss, guard_miss, hit
-    reason: str | None  # the bypass reason
-    guard_expr: str | None  # the stored entry's shape guards (a guard_miss)
-    time_saved_s: float | None
-    time_taken_s: float | None
-    components: dict[str, Component]
-    not_stored: str | None = None  # torch could not save the entry (a pickling failure)
     # (compile id, cache, graph, n): the same lookup in another run; n is "attempt N" for a lookup
     # of an abandoned attempt
     slot: tuple[Any, ...] = ()
     why: Why | None = None
-    attempt: int = 0
     restarted: str | None = None  # torch restarted this attempt (why): its lookups are not counted
 
     @property
@@ -148,7 +132,7 @@ class RunCaches:
     times: dict[str, CompileTime]
     caches_disabled: bool | None  # True: force_disable_caches was set (tcx's usual recording)
 
-    def of(self, compile_id: str) -> list[Lookup]:
+    def of(self, compile_id: str | None) -> list[Lookup]:
         return [lk for lk in self.lookups if lk.compile_id == compile_id]
 
     def count(self, *states: str) -> int:
@@ -178,17 +162,12 @@ class RunCaches:
     def remote(self) -> dict[str, dict[str, int]]:
         """Remote-cache hits and misses torch counted (compilation_metrics), when there were any."""
         out: dict[str, dict[str, int]] = {}
-        for ev in self.model.documents.of("compilation_metrics"):
-            if not isinstance(ev.body, dict):
+        for metrics in self.model.cache_metrics:
+            if not self.selection.includes(metrics.compile_id):
                 continue
-            if not self.selection.includes(ev.compile_id):
-                continue
-            for cache, prefix in (("fx_graph", "inductor_fx"), ("aotautograd", "aotautograd")):
-                for state in ("hit", "miss"):
-                    value = ev.body.get(f"{prefix}_remote_cache_{state}_count")
-                    if isinstance(value, int) and value:
-                        slot = out.setdefault(cache, {"hit": 0, "miss": 0})
-                        slot[state] += value
+            for (cache, state), value in metrics.remote.items():
+                slot = out.setdefault(cache, {"hit": 0, "miss": 0})
+                slot[state] += value
         return out
 
     def to_json(self) -> dict[str, Any]:
@@ -285,7 +264,7 @@ class CacheView:
         """Per compile: what it would cost with every lookup a hit. Measured where some run hit all of
         its lookups; else the judged run's time less its graphs' Inductor compiles that missed.
         `kind` says which: measured, estimated, no lookups, caches disabled."""
-        out = []
+        out: list[dict[str, Any]] = []
         for cid in self.compile_ids():
             if self.judged.caches_disabled:
                 out.append(
@@ -411,22 +390,17 @@ def _lookups(model: RunModel, selection: Selection) -> list[Lookup]:
     lookups: list[Lookup] = []
     seen: dict[tuple[Any, ...], int] = {}
     restarted = restarts_by_attempt(model)
-    for ev in model.documents.of(*_CACHE_ARTIFACTS):
-        if ev.name == _PICKLE_FAILURE:
-            _mark_not_stored(lookups, ev.compile_id, _json(ev.payload))
+    for logged in model.cache_lookups:
+        if not selection.includes(logged.compile_id):
             continue
-        m = _ARTIFACT.match(ev.name)
-        if not m or not selection.includes(ev.compile_id):
-            continue
-        lookup = _lookup(m["cache"], m["state"], ev.compile_id, _json(ev.payload))
-        restart = restarted.get((ev.compile_id or "", ev.attempt))
-        lookup.attempt = ev.attempt
-        base = (lookup.compile_id, lookup.cache, lookup.graph)
+        lookup = Lookup(**vars(logged))
+        restart = restarted.get((lookup.compile_id or "", lookup.attempt))
+        base: tuple[Any, ...] = (lookup.compile_id, lookup.cache, lookup.graph)
         if restart is not None:
             lookup.restarted = restart.reason
-            base = (*base, ev.attempt)
+            base = (*base, lookup.attempt)
         seen[base] = seen.get(base, -1) + 1
-        lookup.slot = (*base[:3], f"attempt {ev.attempt}" if restart else seen[base])
+        lookup.slot = (*base[:3], f"attempt {lookup.attempt}" if restart else seen[base])
         lookups.append(lookup)
     return lookups
 
@@ -439,63 +413,12 @@ def _json(payload: str | None) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _lookup(cache: str, state: str, compile_id: str | None, info: dict[str, Any]) -> Lookup:
-    parts = parse_components(info.get("components") or [])
-    saved = info.get("time_saved_ns")
-    saved_s = saved / 1e9 if isinstance(saved, (int, float)) else None
-    if saved_s is None and isinstance(info.get("time_saved_ms"), (int, float)):
-        saved_s = info["time_saved_ms"] / 1e3
-    taken = info.get("time_taken_ns")
-    return Lookup(
-        cache=cache,
-        state=state,
-        compile_id=compile_id,
-        graph=_graph_kind(parts) if cache == "fx_graph" else None,
-        key=_str(info.get("key")),
-        detail=_str(info.get("cache_status_detailed")),
-        reason=_str(info.get("cache_bypass_reason")),
-        guard_expr=_str(info.get("cache_status_guard_expr")),
-        time_saved_s=None if saved_s is None else round(saved_s, 3),
-        time_taken_s=round(taken / 1e9, 3) if isinstance(taken, (int, float)) else None,
-        components=parts,
-    )
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
-
-
-def _graph_kind(parts: dict[str, Component]) -> str | None:
-    def flag(name: str) -> bool | None:
-        part = parts.get(f"fx_kwargs[{name}]")
-        return None if part is None or part.value is None else part.value.strip() == "True"
-
-    if flag("is_backward"):
-        return "backward"
-    if flag("is_inference"):
-        return "inference"
-    return "forward" if flag("is_backward") is False else None
-
-
-def _mark_not_stored(lookups: list[Lookup], compile_id: str | None, info: dict[str, Any]) -> None:
-    """torch could not pickle the AOTAutograd entry it was about to store (after its miss)."""
-    for lookup in reversed(lookups):
-        if lookup.compile_id == compile_id and lookup.cache == "aotautograd" and lookup.state == "miss":
-            what = f"field {info['field']}" if info.get("field") else "the entry"
-            lookup.not_stored = f"torch could not pickle {what}: {info.get('error') or '?'}"
-            return
-
-
 def _caches_disabled(model: RunModel) -> bool | None:
     """From torch's own compiler config in compilation_metrics; None when no metrics say."""
     answer = None
-    for ev in model.documents.of("compilation_metrics"):
-        if isinstance(ev.body, dict):
-            config = _json(
-                ev.body.get("compiler_config") if isinstance(ev.body.get("compiler_config"), str) else ""
-            )
-            if "force_disable_caches" in config:
-                answer = bool(config["force_disable_caches"]) or bool(answer)
+    for metrics in model.cache_metrics:
+        if metrics.caches_disabled is not None:
+            answer = metrics.caches_disabled or bool(answer)
     return answer
 
 

@@ -7,7 +7,6 @@ Pure and torch-free; works on live runs, saved recordings and TORCH_TRACE logs.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -25,7 +24,6 @@ from tcx.core.analysis.preview_notes import (
 from tcx.core.frames import innermost_user_frame, parse_stack_trace
 from tcx.core.ingest.event_schema import seconds
 from tcx.core.ingest.lazy_items import LazyItems, stream
-from tcx.core.ingest.trace_events import TraceEvent
 from tcx.core.model import RunModel
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext import dtypes
@@ -288,54 +286,28 @@ class CodegenView:
 def output_codes(model: RunModel) -> list[OutputCode]:
     """The output-code modules of the run, in order, each with the provenance emitted after it."""
     out: list[OutputCode] = []
-    for ev in model.documents.of("inductor_output_code", "artifact:inductor_provenance_tracking*"):
-        if ev.name == "inductor_output_code" and ev.payload:
-            out.append(OutputCode(ev.compile_id, graph_of(ev.payload), ev.payload, code_device(ev.payload)))
-        elif ev.name.startswith("artifact:inductor_provenance_tracking") and ev.payload:
-            target = next((o for o in reversed(out) if o.compile_id == ev.compile_id), None)
-            if target is None:
-                continue
-            try:
-                data = json.loads(ev.payload)
-            except ValueError:
-                continue
-            if ev.name.endswith("node_mappings"):
-                target.node_map = data if isinstance(data, dict) else {}
-            else:
-                target.stack_traces = data if isinstance(data, dict) else {}
+    for module in model.generated_code.modules:
+        source = module.source
+        if source:
+            node_map, stack_traces = module.provenance()
+            code = OutputCode(module.compile_id, graph_of(source), source, code_device(source))
+            code.node_map, code.stack_traces = node_map, stack_traces
+            out.append(code)
     return out
-
-
-def _provenance_by_compile(model: RunModel) -> dict[str, list[dict[str, Any]]]:
-    """Per compile id, the provenance maps Inductor logged after each module it generated, in order
-    (a CUDA preview's modules are recorder events, its provenance trace events)."""
-    found: dict[str, list[dict[str, Any]]] = {}
-    for ev in model.documents.of("artifact:inductor_provenance_tracking*"):
-        if not ev.payload:
-            continue
-        try:
-            data = json.loads(ev.payload)
-        except ValueError:
-            continue
-        entries = found.setdefault(ev.compile_id or "", [])
-        if ev.name.endswith("node_mappings") or not entries or "stack_traces" in entries[-1]:
-            entries.append({})
-        entries[-1]["node_map" if ev.name.endswith("node_mappings") else "stack_traces"] = (
-            data if isinstance(data, dict) else {}
-        )
-    return found
 
 
 def preview_codes(model: RunModel, arch: str | None) -> tuple[list[OutputCode], list[str], list[str]]:
     """(wrappers, errors, archs recorded) from the CUDA preview's `cuda_preview` events."""
-    out, errors, archs = [], [], []
-    provenance = _provenance_by_compile(model)
+    out: list[OutputCode] = []
+    errors: list[str] = []
+    archs: list[str] = []
+    provenance = model.generated_code.provenance_by_compile()
     seen: dict[str, int] = {}
     for module in model.preview.modules:
         cid = module.compile_id or ""
         index = seen[cid] = seen.get(cid, -1) + 1
-        maps = provenance.get(cid, [])
-        maps = maps[index] if index < len(maps) else {}
+        logged = provenance.get(cid, [])
+        maps = logged[index] if index < len(logged) else {}
         archs.append(str(module.arch))
         if arch and module.arch != arch:
             continue
@@ -494,25 +466,23 @@ class PostGradNodes:
     compile by compile then holds one compile's graphs, not the whole run's."""
 
     def __init__(self, model: RunModel) -> None:
-        self._events: dict[str, list[TraceEvent]] = {}
-        for ev in model.documents.of("artifact:inductor_post_grad_graph"):
-            self._events.setdefault(ev.compile_id or "", []).append(ev)
+        self._graphs = model.graphs.post_grad
         self._last: tuple[str, dict[str, FxNode]] | None = None
 
     def module(self, compile_id: str | None, ordinal: int) -> dict[str, FxNode]:
         """The nodes of one post-grad graph of a compile (its forward, then its backward), whose names
         another graph of the compile may reuse."""
-        events = self._events.get(compile_id or "", [])
-        if ordinal >= len(events):
+        graphs = self._graphs.get(compile_id or "", [])
+        if ordinal >= len(graphs):
             return {}
-        return {n.name: n for n in parse_graph_nodes(events[ordinal].payload or "")}
+        return {n.name: n for n in parse_graph_nodes(graphs[ordinal].text)}
 
     def of(self, compile_id: str | None) -> dict[str, FxNode]:
         cid = compile_id or ""
         if self._last is None or self._last[0] != cid:
             nodes: dict[str, FxNode] = {}
-            for ev in self._events.get(cid, []):
-                for node in parse_graph_nodes(ev.payload or ""):
+            for graph in self._graphs.get(cid, []):
+                for node in parse_graph_nodes(graph.text):
                     nodes.setdefault(node.name, node)
             self._last = (cid, nodes)
         return self._last[1]
@@ -524,10 +494,10 @@ def _fill_from_post_grad(origins: dict[str, Any], nodes: dict[str, FxNode]) -> N
         ops = [nodes[n].op for n in names if n in nodes and nodes[n].op]
         origins["aten_ops"] = list(dict.fromkeys(ops))
     if not origins["user_lines"]:
-        lines = [nodes[n].user_line for n in names if n in nodes and nodes[n].user_line]
+        lines = [nodes[n].user_line for n in names if n in nodes]
         uniq: list[dict[str, Any]] = []
         for entry in lines:
-            if entry not in uniq:
+            if entry and entry not in uniq:
                 uniq.append(entry)
         origins["user_lines"] = uniq
 

@@ -17,6 +17,7 @@ from typing import Any
 from tcx.core.analysis.preview_notes import preview_notes, resolve_device
 from tcx.core.frames import innermost_user_frame, parse_stack_trace
 from tcx.core.model import RunModel
+from tcx.core.model.cudagraph_decisions import GraphDecisions
 from tcx.core.selection import Selection, whole_run
 from tcx.core.views.envelope import envelope
 
@@ -100,19 +101,9 @@ def build_cudagraphs(
     selection = selection or whole_run(model)
     device = resolve_device(model, device)  # a saved preview shows the preview
     preview = device.startswith("cuda:")
-    events = [e for e in model.captures.of("cudagraph") if selection.includes(e.get("compile_id"))]
-    keys: list[tuple[str | None, str | None]] = []
-    for e in events:
-        if e.get("event") in ("partitions", "decided", "cudagraphified", "captured", "skip"):
-            key = (e.get("compile_id"), e.get("graph"))
-            if key not in keys:
-                keys.append(key)
-    graphs = [
-        _graph(
-            cid, graph, [e for e in events if (e.get("compile_id"), e.get("graph")) == (cid, graph)], preview
-        )
-        for cid, graph in keys
-    ]
+    recorded = model.cudagraphs
+    events = any(selection.includes(cid) for cid in recorded.compile_ids)
+    graphs = [_graph(g, preview) for g in recorded.graphs if selection.includes(g.compile_id)]
     asked = _modes_asked(model)
     for g in graphs:
         if g.status == "not requested" and _asked_for(model, g.compile_id, asked):
@@ -136,14 +127,10 @@ def build_cudagraphs(
 _NOT_REQUESTED = "when cudagraphs is disabled"
 
 
-def _graph(
-    cid: str | None, graph: str | None, events: list[dict[str, Any]], preview: bool
-) -> GraphCudagraphs:
-    partitions = next((e for e in events if e.get("event") == "partitions"), None)
-    decided = next((e for e in events if e.get("event") == "decided"), None)
-    wrapped = any(e.get("event") == "cudagraphified" for e in events)
-    captured = sum(1 for e in events if e.get("event") == "captured")
-    skips = [e for e in events if e.get("event") == "skip"]
+def _graph(recorded: GraphDecisions, preview: bool) -> GraphCudagraphs:
+    cid, graph = recorded.compile_id, recorded.graph
+    partitions, decided, wrapped = recorded.partitions, recorded.decided, recorded.wrapped
+    captured, skips = recorded.captured, recorded.skips
     nodes = (partitions or {}).get("nodes") or []
     partitioned_for_cudagraphs = any(_NOT_REQUESTED not in str(n.get("reason")) for n in nodes)
     enabled = decided is not None or wrapped or captured or skips or partitioned_for_cudagraphs
@@ -167,18 +154,21 @@ def _graph(
         if not any(r.text.startswith(str(text)) for r in out.reasons):
             out.reasons.append(Reason(category(str(text)), str(text), None, "compile"))
     lines = (decided or {}).get("mutation_lines") or []
-    if (decided or {}).get("mutated_inputs") and not any(r.category == "mutated inputs" for r in out.reasons):
+    mutated = (decided or {}).get("mutated_inputs")
+    if mutated and not any(r.category == "mutated inputs" for r in out.reasons):
         # CUDA-graph trees check mutations of non-static inputs when the graph runs.
         out.reasons.append(
             Reason(
                 "mutated inputs",
-                f"{decided['mutated_inputs']} mutated input(s), checked when the graph runs",
+                f"{mutated} mutated input(s), checked when the graph runs",
                 lines[0] if lines else None,
                 "runtime",
                 needs_gpu=preview,
             )
         )
-    split = bool(partitions) and (partitions.get("cudagraphable") or 0) < (partitions.get("partitions") or 0)
+    split = bool(partitions) and ((partitions or {}).get("cudagraphable") or 0) < (
+        (partitions or {}).get("partitions") or 0
+    )
     if split:
         for node in nodes:
             text = f"{node.get('reason')} ({node.get('op') or node.get('node')})"

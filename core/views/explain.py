@@ -156,7 +156,7 @@ def explain(model: RunModel, selection: Selection | None = None) -> Explanation:
 
 def _sites(breaks: list[GraphBreak], compiles: dict[str, Compile]) -> list[BreakSite]:
     resumes = _ResumeCompiles(compiles)
-    groups: dict[tuple, list[GraphBreak]] = {}
+    groups: dict[tuple[Any, ...], list[GraphBreak]] = {}
     for b in breaks:
         groups.setdefault(b.key, []).append(b)
     sites = []
@@ -251,7 +251,8 @@ def _region(b: GraphBreak, compiles: dict[str, Compile], resumes: _ResumeCompile
     line = _line_in_frame(b, frame_name)
     if frame_name and line is not None:
         # A resume function's own resume function is named after the original function.
-        base = resume_target(comp)[0] if comp and comp.is_resume else frame_name
+        target = resume_target(comp) if comp and comp.is_resume else None
+        base = target[0] if target else frame_name
         name = resume_name(base, line)
         region["resume_function"] = name
         region["resumed_in"] = resumes.of(name, b.compile_id)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.model import RunModel
+from tcx.core.model.fusion_decisions import FusionGraph
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.output_code import Step, decode_name
 from tcx.core.views.codegen import CodegenView, Kernel, build_codegen, device_envelope
@@ -114,18 +115,16 @@ def build_fusion(
     codegen = build_codegen(model, selection, device=device, graph=graph)
     want_cuda = codegen.device.startswith("cuda:")  # a saved preview shows the preview
     graphs: list[GraphFusion] = []
-    for ev in model.captures.of("fusion"):
-        if "nodes" not in ev or not selection.includes(ev.get("compile_id")):
+    for scheduled in model.fusion:
+        if not selection.includes(scheduled.compile_id):
             continue
-        device = str(ev.get("device") or "")
-        if want_cuda and "cuda" not in device:
+        if want_cuda and "cuda" not in (scheduled.device or ""):
             continue  # the preview asked for: skip the CPU graphs
-        if not want_cuda and ev.get("preview"):
+        if not want_cuda and scheduled.preview:
             continue
-        kind = ev.get("graph") or "?"
-        if graph and kind != graph:
+        if graph and (scheduled.graph or "?") != graph:
             continue
-        graphs.append(_graph(ev, codegen))
+        graphs.append(_graph(scheduled, codegen))
     unavailable = None
     if not graphs:
         features = model.status.features
@@ -142,21 +141,19 @@ def build_fusion(
     return FusionView(model, selection, device, graphs, codegen, unavailable)
 
 
-def _graph(ev: dict[str, Any], codegen: CodegenView) -> GraphFusion:
-    nodes = list(ev.get("nodes") or [])
+def _graph(ev: FusionGraph, codegen: CodegenView) -> GraphFusion:
+    nodes = list(ev.nodes)
     by_name = {n.get("name"): n for n in nodes}
-    kernels = [
-        k for k in codegen.kernels if k.compile_id == ev.get("compile_id") and k.graph == ev.get("graph")
-    ]
+    kernels = [k for k in codegen.kernels if k.compile_id == ev.compile_id and k.graph == ev.graph]
     wrapper = next(
-        (w for w in codegen.wrappers if (w.compile_id, w.graph) == (ev.get("compile_id"), ev.get("graph"))),
+        (w for w in codegen.wrappers if (w.compile_id, w.graph) == (ev.compile_id, ev.graph)),
         None,
     )
     names = {k.name for k in kernels}
     launches = [s for s in (wrapper.launches if wrapper else []) if s.kind == "launch" and s.name in names]
     groups = []
     launched: dict[str, int] = {}  # group -> index of the launch that computes it
-    for g in ev.get("groups") or []:
+    for g in ev.groups:
         members = [by_name.get(m, {"name": m}) for m in g.get("members") or []]
         if all(m.get("kind") == "extern" for m in members):
             kernel = members[0].get("kernel") if members else None
@@ -171,13 +168,13 @@ def _graph(ev: dict[str, Any], codegen: CodegenView) -> GraphFusion:
             launched[g["name"]] = launch
             best = next((k for k in kernels if k.name == launches[launch].name), best)
         kind = "fused" if len(members) > 1 else "single"
-        category = best.category if best else (members[0].get("kind") if members else "")
+        category = best.category if best else str((members[0].get("kind") if members else "") or "")
         groups.append(
             Group(g["name"], g.get("members") or [], kind, best.name if best else None, category, ops)
         )
-    fused = [(d["node1"], d["node2"]) for d in ev.get("decisions") or [] if d.get("kind") == "fuse"]
-    rejected: dict[tuple, dict[str, Any]] = {}
-    for d in ev.get("decisions") or []:
+    fused = [(d["node1"], d["node2"]) for d in ev.decisions if d.get("kind") == "fuse"]
+    rejected: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for d in ev.decisions:
         if d.get("kind") != "no_fuse":
             continue
         key = (d["node1"], d["node2"], d.get("reason"))
@@ -186,9 +183,9 @@ def _graph(ev: dict[str, Any], codegen: CodegenView) -> GraphFusion:
         else:
             rejected[key] = {"node1": d["node1"], "node2": d["node2"], "reason": d.get("reason"), "count": 1}
     return GraphFusion(
-        compile_id=ev.get("compile_id"),
-        graph=ev.get("graph") or "?",
-        device=str(ev.get("device") or "?"),
+        compile_id=ev.compile_id,
+        graph=ev.graph or "?",
+        device=str(ev.device or "?"),
         nodes=nodes,
         groups=groups,
         fused_pairs=list(dict.fromkeys(fused)),

@@ -8,12 +8,11 @@ on live runs, saved recordings and TORCH_TRACE logs alike. Pure and torch-free.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tcx.core.ingest.trace_events import TraceEvent
 from tcx.core.model import RunModel
+from tcx.core.model.graph_texts import GraphTexts
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.dtypes import human_bytes
 from tcx.core.torchtext.fx_graph import FxNode, op_base, parse_graph_nodes, saved_for_backward
@@ -21,14 +20,6 @@ from tcx.core.views.envelope import envelope
 
 SCHEMA = "tcx.graphs/1"
 
-GRAPH_EVENTS = {
-    "dynamo_output_graph": "dynamo",
-    "aot_joint_graph": "joint",
-    "aot_forward_graph": "forward",
-    "aot_backward_graph": "backward",
-    "aot_inference_graph": "inference",
-    "artifact:inductor_post_grad_graph": "post_grad",
-}
 # ATen ops whose output is a view of their first argument (no new memory).
 VIEW_OPS = frozenset(
     {
@@ -92,27 +83,6 @@ class Saved:
             "produced_by": self.produced_by,
             "user_line": self.user_line,
         }
-
-
-class GraphTexts(Mapping[str, str]):
-    """Kind (dynamo, joint, forward, backward, inference, post_grad_*) -> the graph's text, read
-    from its event when asked for: a run's graphs are most of its log, and a view over many
-    compiles needs one compile's at a time (a log's payloads stay on disk, core/ingest/trace_lazy.py)."""
-
-    def __init__(self) -> None:
-        self._events: dict[str, TraceEvent] = {}
-
-    def add(self, kind: str, ev: TraceEvent) -> None:
-        self._events.setdefault(kind, ev)
-
-    def __getitem__(self, kind: str) -> str:
-        return self._events[kind].payload or ""
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._events)
-
-    def __len__(self) -> int:
-        return len(self._events)
 
 
 @dataclass
@@ -208,22 +178,13 @@ class GraphsView:
 
 def build_graphs(model: RunModel, selection: Selection | None = None) -> GraphsView:
     selection = selection or whole_run(model)
-    by_id: dict[str, CompileGraphs] = {}
-    for ev in model.documents.of(*GRAPH_EVENTS):
-        kind = GRAPH_EVENTS[ev.name]
-        if not ev.packed or not selection.includes(ev.compile_id or "?"):
-            continue  # (`packed`: an empty payload, without reading one left on disk)
-        cid = ev.compile_id or "?"
-        comp = by_id.setdefault(cid, CompileGraphs(cid))
-        if kind == "post_grad":
-            kind = "post_grad_backward" if "post_grad_forward" in comp.graphs else "post_grad_forward"
-            if "forward" not in comp.graphs and "backward" not in comp.graphs:
-                kind = "post_grad_inference"
-        comp.graphs.add(kind, ev)
-    for ev in model.captures.of("partitioner_log"):
-        if ev.get("compile_id") in by_id:
-            by_id[ev["compile_id"]].partitioner_log.append(str(ev.get("message", "")))
-    return GraphsView(model, selection, list(by_id.values()))
+    graphs = model.graphs
+    compiles = [
+        CompileGraphs(cid, texts, list(graphs.partitioner_log.get(cid, [])))
+        for cid, texts in graphs.texts.items()
+        if selection.includes(cid)
+    ]
+    return GraphsView(model, selection, compiles)
 
 
 def saved_and_recomputed(forward: str, backward: str) -> tuple[list[Saved], list[dict[str, Any]]]:

@@ -1,9 +1,9 @@
 """The guards view's facts: every cache entry of every compiled frame and what its guards protect.
 
-Pure and torch-free. A live run records one `guards` event per new cache entry (Dynamo's
-own guard list, the one compilation_metrics counts, with the guard tree's text) and a
-`cache_entries` event per code object at the end. A TORCH_TRACE log has torch's
-`dynamo_cpp_guards_str` tree instead: its leaves are parsed and grouped the same way.
+Pure and torch-free. The guards come from the model's guard sets (core/model/guard_sets.py): a
+live run's Dynamo guard lists (the ones compilation_metrics counts) and which entries were alive at
+the end, or a TORCH_TRACE log's `dynamo_cpp_guards_str` trees, each parsed when the view reaches
+it; this view groups them by what they protect.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 from tcx.core.ingest.lazy_items import LazyItems
 from tcx.core.model import RunModel
+from tcx.core.model.guard_sets import Guard, GuardTree, LiveGuardSet
 from tcx.core.selection import Selection, whole_run
-from tcx.core.torchtext.guards import guard_tree_leaves, shape_guard_text, tensor_match_text
-from tcx.core.torchtext.locations import guard_location
+from tcx.core.torchtext.guards import tensor_match_text
 from tcx.core.views.envelope import envelope
 
 SCHEMA = "tcx.guards/1"
@@ -42,26 +42,6 @@ INTERNAL_KINDS = {
 _MODULE_DICT = re.compile(r"\.(?:_modules|_parameters|_buffers|__dict__)$")
 _DYNAMIC_MARKING = re.compile(r"hasattr\(.*'_dynamo_\w*'\)")
 ORDER = ["input tensor", "local", "closure", "module/object", "global", "global state", "symbolic shapes"]
-
-
-@dataclass
-class Guard:
-    kind: str
-    source: str
-    text: list[str]
-    file: str | None = None
-    line: int | None = None
-    code: str = ""
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "source": self.source,
-            "text": self.text,
-            "file": self.file,
-            "line": self.line,
-            "code": self.code,
-        }
 
 
 @dataclass
@@ -103,59 +83,41 @@ class GuardsView:
 
 def build_guards(model: RunModel, selection: Selection | None = None) -> GuardsView:
     selection = selection or whole_run(model)
-    walks = model.captures.of("cache_entries")
-    alive = {cid: True for e in walks for cid in e.get("compile_ids") or []}
-    entries = [_live_entry(e, model, alive if walks else None) for e in model.captures.of("guards")]
-    entries = [e for e in entries if e is not None]
-    trees = [] if entries else model.documents.of("dynamo_cpp_guards_str")
+    sets = model.guard_sets
+    entries = [_live_entry(e, model, sets.alive) for e in sets.live]
+    trees = [] if entries else sets.trees
     reason = None
     if not entries and not trees:
         reason = model.status.features.why("guards") or "no compiled frame produced guards in this run"
 
     entries = [e for e in entries if selection.includes(e.compile_id)]
     if trees:  # a log's guard trees, each parsed when the view reaches it
-        trees = [ev for ev in trees if selection.includes(ev.compile_id)]
-        return GuardsView(model, selection, LazyItems(trees, lambda ev: _tree_entry(ev, model)), None)
+        trees = [t for t in trees if selection.includes(t.compile_id)]
+        return GuardsView(model, selection, LazyItems(trees, lambda t: _tree_entry(t, model)), None)
     return GuardsView(model=model, selection=selection, entries=entries, unavailable=reason)
 
 
-def _live_entry(e: dict[str, Any], model: RunModel, alive: dict[str, bool] | None) -> Entry | None:
-    if e.get("error"):
-        return None
-    guards = []
-    for g in e.get("guards") or []:
-        guards.append(
-            Guard(
-                kind=str(g.get("kind") or "?"),
-                source=str(g.get("source") or ""),
-                text=[str(t) for t in g.get("text") or []],
-                file=g.get("file"),
-                line=g.get("line"),
-                code=str(g.get("code") or ""),
-            )
-        )
-    relations = [shape_guard_text(s) for s in e.get("shape_env_guards") or []]
-    cid = e.get("compile_id")
-    comp = model.compiles.get(cid or "")
+def _live_entry(e: LiveGuardSet, model: RunModel, alive: set[str] | None) -> Entry:
+    comp = model.compiles.get(e.compile_id or "")
     return Entry(
-        compile_id=cid,
-        function=str(e.get("function") or "?"),
-        file=e.get("file"),
-        guards=guards,
-        groups=group_guards(guards),
+        compile_id=e.compile_id,
+        function=e.function,
+        file=e.file,
+        guards=e.guards,
+        groups=group_guards(e.guards),
         torch_guard_count=comp.guard_count if comp else None,
-        shape_relations=relations,
-        alive=None if alive is None else bool(alive.get(cid or "")),
+        shape_relations=e.shape_relations,
+        alive=None if alive is None else (e.compile_id or "") in alive,
         origin="live",
     )
 
 
-def _tree_entry(ev: Any, model: RunModel) -> Entry:
-    guards = parse_guard_tree(ev.payload or "")
-    comp = model.compiles.get(ev.compile_id or "")
+def _tree_entry(tree: GuardTree, model: RunModel) -> Entry:
+    guards = tree.guards()
+    comp = model.compiles.get(tree.compile_id or "")
     relations = [g.text[0] for g in guards if g.kind == "SHAPE_ENV" and g.text]
     return Entry(
-        compile_id=ev.compile_id,
+        compile_id=tree.compile_id,
         function=(comp.co_name if comp and comp.co_name else "?"),
         file=comp.co_filename if comp else None,
         guards=guards,
@@ -165,26 +127,6 @@ def _tree_entry(ev: Any, model: RunModel) -> Entry:
         alive=None,
         origin="tree",
     )
-
-
-def parse_guard_tree(text: str) -> list[Guard]:
-    """The leaves of torch's `TREE_GUARD_MANAGER` dump, each with the source of the manager above it."""
-    guards: list[Guard] = []
-    for leaf in guard_tree_leaves(text):
-        kind, body = leaf.kind, leaf.text
-        if kind == "LAMBDA_GUARD" and ("<=" in body or ">=" in body or " < " in body or " > " in body):
-            kind = "SHAPE_ENV" if "size()" in body or "stride()" in body else kind
-        guards.append(_with_location(Guard(kind=kind, source=leaf.source, text=[body.strip()])))
-    return guards
-
-
-def _with_location(g: Guard) -> Guard:
-    for t in g.text:
-        loc = guard_location(t)
-        if loc:
-            g.file, g.line, g.code = loc.file, loc.line, loc.code
-            break
-    return g
 
 
 def classify(g: Guard, tensor_sources: set[str]) -> tuple[str, str]:

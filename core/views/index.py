@@ -18,7 +18,6 @@ from tcx.core.ingest.trace_events import TraceEvent
 from tcx.core.model import RunModel
 from tcx.core.selection import Selection
 from tcx.core.selectors import rank_of
-from tcx.core.torchtext.output_code import kernel_definitions
 
 INDEX_ABOVE_LINES = 400  # about eight screens
 INDEX_MIN_COMPILES = 3  # an index of one or two rows says nothing the view would not
@@ -127,11 +126,7 @@ def index_rows(model: RunModel, selection: Selection, view: str, target: str) ->
 
 def kernel_counts(model: RunModel, selection: Selection) -> dict[str, int]:
     """Kernels Inductor generated per compile id (only compiles with output code)."""
-    counts: dict[str, int] = {}
-    for ev in model.documents.of("inductor_output_code"):
-        if ev.compile_id and selection.includes(ev.compile_id):
-            counts[ev.compile_id] = counts.get(ev.compile_id, 0) + len(kernel_definitions(ev.payload or ""))
-    return counts
+    return {cid: n for cid, n in model.generated_code.kernel_counts().items() if selection.includes(cid)}
 
 
 def drill_command(view: str, target: str, compile_id: str, model: RunModel) -> str:

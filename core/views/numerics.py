@@ -47,7 +47,7 @@ class NumericsView:
 
 def build_numerics(model: RunModel, selection: Selection | None = None) -> NumericsView:
     selection = selection or whole_run(model)
-    event = model.captures.first("numerics_report")
+    event = model.numerics.report
     if event is None:
         return NumericsView(model, selection, None, NOT_RECORDED)
     report = NumericsReport.from_json(event)

@@ -8,17 +8,12 @@ call order), so the first compile id whose facts differ is where the ranks went 
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.model import RunModel
 from tcx.core.model.ranks import rank_models
-from tcx.core.torchtext.output_code import count_kernels
-
-# Object ids and addresses differ between processes even when the guards mean the same thing.
-_PROCESS_SPECIFIC = re.compile(r"\b0x[0-9a-fA-F]+\b|\b\d{6,}\b")
 
 
 @dataclass
@@ -57,7 +52,6 @@ class Divergence:
 def summarize(models: dict[int, RunModel]) -> list[RankSummary]:
     out = []
     for rank, m in models.items():
-        kernels = sum(count_kernels(ev.payload or "") for ev in m.documents.of("inductor_output_code"))
         out.append(
             RankSummary(
                 rank=rank,
@@ -65,7 +59,7 @@ def summarize(models: dict[int, RunModel]) -> list[RankSummary]:
                 graphs=m.graph_count,
                 graph_breaks=len(m.graph_breaks),
                 recompiles=m.recompile_count,
-                kernels=kernels,
+                kernels=m.generated_code.kernel_count,
                 failed_frames=len(m.failed_compiles),
                 compile_time_s=round(sum(c.compile_time_s or 0.0 for c in m.compiles.values()), 3),
             )
@@ -101,7 +95,7 @@ def divergence_of(facts: dict[int, dict[str, dict[str, Any]]]) -> Divergence | N
     )
 
 
-def _order(cid: str) -> tuple:
+def _order(cid: str) -> tuple[int, ...]:
     parts = re.findall(r"\d+", cid)
     return tuple(int(p) for p in parts) or (10**9,)
 
@@ -122,31 +116,15 @@ def facts_by_compile(m: RunModel) -> dict[str, dict[str, Any]]:
             "cache": [],
             "collectives": None,
         }
-    compared = ("dynamo_output_graph", "dynamo_cpp_guards_str", "artifact:*cache_*", "artifact:*collective*")
-    for ev in m.documents.of(*compared):
-        f = facts.get(ev.compile_id or "")
-        if f is None:
-            continue
-        if ev.name == "dynamo_output_graph" and isinstance(ev.body, dict):
-            f["shapes"] = ev.body.get("sizes")
-        elif ev.name == "dynamo_cpp_guards_str" and ev.payload:
-            f["guards"] = _guards_fingerprint(ev.payload)
-        elif ev.name.startswith("artifact:") and "cache_" in ev.name:
-            f["cache"].append(ev.name.split(":", 1)[1])
-        elif "collective" in ev.name and ev.payload:  # e.g. Inductor's collective schedule
-            f["collectives"] = hashlib.sha1(ev.payload.encode()).hexdigest()[:12]
+    for tree in m.guard_sets.trees:
+        f = facts.get(tree.compile_id or "")
+        if f is not None and tree.text:
+            f["guards"] = tree.fingerprint
+    for cid, traces in m.compile_traces.items():
+        f = facts.get(cid)
+        if f is not None:
+            f["shapes"], f["cache"], f["collectives"] = traces.shapes, list(traces.cache), traces.collectives
     return facts
-
-
-def _guards_fingerprint(tree: str) -> str:
-    """Same guards, same fingerprint, across processes: ids, addresses, timings and the order in
-    which a process happened to build the tree are left out."""
-    lines = sorted(
-        _PROCESS_SPECIFIC.sub("#", ln.strip())
-        for ln in tree.splitlines()
-        if ln.strip() and "Guard latency" not in ln
-    )
-    return hashlib.sha1("\n".join(lines).encode()).hexdigest()[:12]
 
 
 def _fingerprint(f: dict[str, Any] | None) -> str:
@@ -197,7 +175,6 @@ def multi_rank_report(model: RunModel) -> tuple[list[RankSummary], Divergence | 
 # --- a hung job: where each rank was when it stopped logging -------------------------------------
 
 # Trace events that say nothing about where the rank is (timing and bookkeeping records).
-_QUIET_EVENTS = frozenset({"chromium_event", "str", "link", "dump_file", "stack"})
 _EVENT_WORDS = {
     "dynamo_start": "started tracing",
     "dynamo_output_graph": "traced the graph of",
@@ -271,15 +248,14 @@ class HangReport:
 def last_events(models: dict[int, RunModel]) -> list[RankLastEvent]:
     out = []
     for rank, m in models.items():
-        own = [e for e in m.documents if e.rank == rank]
-        last = next((e for e in reversed(own) if e.compile_id and e.name not in _QUIET_EVENTS), None)
-        cid = last.compile_id if last else None
+        progress = m.rank_progress(rank)
+        cid = progress.last_compile_id
         comp = m.compiles.get(cid or "")
         frame = None
         if comp is not None and comp.co_name:
             frame = f"{comp.co_name} ({comp.co_filename}:{comp.co_firstlineno})"
         finished = bool(comp is not None and comp.compile_time_s is not None)
-        out.append(RankLastEvent(rank, cid, last.name if last else None, frame, finished, len(own)))
+        out.append(RankLastEvent(rank, cid, progress.last_name, frame, finished, progress.events))
     return out
 
 

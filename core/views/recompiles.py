@@ -28,9 +28,9 @@ from tcx.core.analysis.recompile_remedies import RemedyContext, explain_call
 from tcx.core.analysis.shape_facts import shape_facts
 from tcx.core.ingest.trace_events import TraceEvent
 from tcx.core.model import Recompile, RunModel
+from tcx.core.model.guard_sets import GuardedTensor, GuardSummary
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext import guards as guard_text
-from tcx.core.torchtext.locations import guard_location
 from tcx.core.views.envelope import envelope
 
 SCHEMA = "tcx.recompiles/1"
@@ -153,7 +153,7 @@ class Entry:
     function: str
     created_by: int | None
     served: list[int] = field(default_factory=list)
-    tensors: list[dict[str, Any]] = field(default_factory=list)
+    tensors: list[GuardedTensor] = field(default_factory=list)
     shape_guards: list[str] = field(default_factory=list)
     value_guards: list[str] = field(default_factory=list)
     promotions: list[Promotion] = field(default_factory=list)
@@ -184,10 +184,10 @@ class Entry:
         }
 
 
-def _tensor_line(t: dict[str, Any]) -> str:
-    size = str(t["size"]).replace("None", "s")
-    grad = ", requires_grad" if t["requires_grad"] else ""
-    return f"{t['arg']}: {t['dtype']}{size}{grad}"
+def _tensor_line(t: GuardedTensor) -> str:
+    size = t.size.replace("None", "s")
+    grad = ", requires_grad" if t.requires_grad else ""
+    return f"{t.arg}: {t.dtype}{size}{grad}"
 
 
 def differences(old: Entry, new: Entry) -> list[str]:
@@ -198,8 +198,8 @@ def differences(old: Entry, new: Entry) -> list[str]:
         for key in sorted(set(old.state) | set(new.state))
         if old.state.get(key) != new.state.get(key)
     ]
-    before = {t["arg"]: _tensor_line(t) for t in old.tensors}
-    after = {t["arg"]: _tensor_line(t) for t in new.tensors}
+    before = {t.arg: _tensor_line(t) for t in old.tensors}
+    after = {t.arg: _tensor_line(t) for t in new.tensors}
     for arg in dict.fromkeys([*before, *after]):
         if before.get(arg) != after.get(arg):
             out.append(f"{before.get(arg) or arg + ': (not guarded)'} → {after.get(arg) or '(not guarded)'}")
@@ -310,29 +310,29 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     missed = live and not frame_calls and bool(model.compiles)
     live = live and not missed
     names = _compile_names(model)
-    guards = _guards_by_compile(model.documents.of("dynamo_cpp_guards_str"))
+    guards = {cid: tree.summary for cid, tree in model.guard_sets.tree_by_compile.items()}
     # One rule for every view and torch version: the model's recompiles (core/model/consumers.py).
     reasons = [_reason(r, names) for r in model.recompiles]
     promotions = _promotions(model.documents.of(*_PROMOTION_EVENTS, "compilation_metrics"))
     limit = _limit(model, configs, selection)
     reasons = [r for r in reasons if selection.includes(r.compile_id)]
     if frame_calls:
-        calls = _calls_from_capture(frame_calls, checks, reasons, guards)
+        calls = _calls_from_capture(frame_calls, checks, reasons)
     else:
-        calls = _calls_from_trace(model, reasons, names, guards)
+        calls = _calls_from_trace(model, reasons, names)
     calls = [c for c in calls if _selected(c, selection)]
     # without the per-call capture (a log) no call was seen, listed or not
     entries = _entries(model, calls, names, guards, promotions, selection, dropped_by_entry if live else None)
     _attach_promotions(calls, entries)
-    states = {cid: g.get("state", {}) for cid, g in guards.items()}
+    states = {cid: g.state for cid, g in guards.items()}
     ctx = RemedyContext(
         model,
         calls,
         limit,
         shape_facts(model),
         states,
-        {c: g["shape"] for c, g in guards.items()},
-        {c: g["tensors"] for c, g in guards.items()},
+        {c: g.shape for c, g in guards.items()},
+        {c: [{"arg": t.arg, "size": t.size} for t in g.tensors] for c, g in guards.items()},
     )
     for call in calls:
         explain_call(call, ctx)
@@ -445,12 +445,11 @@ def _calls_from_capture(
     frame_calls: list[dict[str, Any]],
     checks: list[dict[str, Any]],
     reasons: list[Reason],
-    guards: dict[str, dict[str, Any]],
 ) -> list[Call]:
     by_cid = {r.compile_id: r for r in reasons if r.compile_id}
     used: set[str] = set()
     pending_checks = list(checks)
-    calls = []
+    calls: list[Call] = []
     for ev in frame_calls:
         call = Call(
             index=int(ev.get("index", len(calls))),
@@ -520,12 +519,10 @@ def _merge(failures: list[FailedGuard], check: dict[str, Any] | None) -> list[Fa
     return failures
 
 
-def _calls_from_trace(
-    model: RunModel, reasons: list[Reason], names: dict[str, str], guards: dict[str, dict[str, Any]]
-) -> list[Call]:
+def _calls_from_trace(model: RunModel, reasons: list[Reason], names: dict[str, str]) -> list[Call]:
     """Without the live capture: one call per compile (first compile, recompile, refused)."""
     by_cid = {r.compile_id: r for r in reasons if r.compile_id}
-    calls = []
+    calls: list[Call] = []
     for cid, comp in model.compiles.items():
         if comp.is_resume and cid not in by_cid:
             continue
@@ -553,54 +550,6 @@ def _calls_from_trace(
 
 
 # ---------------------------------------------------------------- entries and promotion
-
-
-def _guards_by_compile(events: list[TraceEvent]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for ev in events:
-        if ev.name != "dynamo_cpp_guards_str" or not ev.compile_id:
-            continue
-        tensors, shape, values = [], [], []
-        state: dict[str, str] = {}
-        for leaf in guard_text.guard_tree_leaves(ev.payload or ""):
-            if leaf.kind in ("GLOBAL_STATE", "GRAD_MODE"):
-                state.update(_global_state(leaf.kind, leaf.text))
-                continue
-            check = guard_text.parse_check_tensor(leaf.text) if leaf.kind == "TENSOR_MATCH" else None
-            if check:
-                loc = guard_location(leaf.text)
-                tensors.append(
-                    {
-                        "arg": guard_text.source_name(check.source),
-                        "dtype": check.dtype,
-                        "device": check.device,
-                        "requires_grad": check.requires_grad,
-                        "size": check.size,
-                        "file": loc.file if loc else None,
-                        "line": loc.line if loc else None,
-                    }
-                )
-            elif leaf.kind == "LAMBDA_GUARD" and leaf.depth == 0:  # symbolic-shape guards
-                shape.append(guard_text.guard_code(leaf.text))
-            elif leaf.kind == "EQUALS_MATCH":
-                values.append(guard_text.guard_code(leaf.text))
-        out[ev.compile_id] = {"tensors": tensors, "shape": shape, "values": values, "state": state}
-    return out
-
-
-def _global_state(kind: str, text: str) -> dict[str, str]:
-    """`___check_global_state() against {"grad_mode":false,...}` -> {"grad_mode": "false", ...};
-    an older torch's `GRAD_MODE: ...` guard holds grad mode alone."""
-    if kind == "GRAD_MODE":
-        return {"grad_mode": guard_text.guard_code(text)}
-    _, sep, rest = text.partition(" against ")
-    try:
-        values = json.loads(rest.split("  #", 1)[0]) if sep else None
-    except ValueError:
-        return {}
-    if not isinstance(values, dict):
-        return {}
-    return {str(k): json.dumps(v, separators=(",", ":")) for k, v in values.items()}
 
 
 _PROMOTION_EVENTS = frozenset({"create_symbol", "guard_added_fast", "guard_added"})
@@ -662,7 +611,7 @@ def _entries(
     model: RunModel,
     calls: list[Call],
     names: dict[str, str],
-    guards: dict[str, dict[str, Any]],
+    guards: dict[str, GuardSummary],
     promotions: dict[str, list[Promotion]],
     selection: Selection,
     unlisted: dict[str, int] | None,
@@ -671,28 +620,29 @@ def _entries(
     index: dict[str, Entry] = {}
     for cid, comp in model.compiles.items():
         name = names.get(cid)
-        if not name or comp.failed or (comp.graph_count == 0 and not guards.get(cid)):
+        if not name or comp.failed or (comp.graph_count == 0 and cid not in guards):
             continue
         if not selection.includes(cid):
             continue
-        g = guards.get(cid, {})
+        g = guards.get(cid) or GuardSummary()
         e = Entry(
             compile_id=cid,
             function=name,
             created_by=None,
-            tensors=g.get("tensors", []),
-            shape_guards=g.get("shape", []),
-            value_guards=g.get("values", []),
+            tensors=g.tensors,
+            shape_guards=g.shape,
+            value_guards=g.values,
             promotions=promotions.get(cid, []),
             hits_not_listed=None if unlisted is None else unlisted.get(cid, 0),
-            state=g.get("state", {}),
+            state=g.state,
         )
         entries.setdefault(name, []).append(e)
         index[cid] = e
     for call in calls:
-        e = index.get(call.entry or "")
-        if e is None:
+        served = index.get(call.entry or "")
+        if served is None:
             continue
+        e = served
         if call.outcome in ("compile", "recompile"):
             e.created_by = call.index
             failed = call.failed_guards[0].entry if call.failed_guards else None

@@ -325,18 +325,20 @@ def _pipeline(
     """One line per compile: what each stage made of it (a view that could not be built: None).
     Views parse their payloads when first read, so a payload that breaks a parser does so here:
     that view's section then says why (`_summed`), and the rest of the line stands."""
-    trace, graphs_view, codegen = views.get("trace"), views.get("graphs"), views.get("codegen")
-    instructions = _summed(
+    instructions: dict[str, int] = _summed(
         "trace",
         views,
         failures,
-        lambda: {c.compile_id: len(c.instructions) for c in trace.compiles if not c.attempt},
+        lambda: {c.compile_id: len(c.instructions) for c in views["trace"].compiles if not c.attempt},
         {},
     )
-    aot = _summed(
-        "graphs", views, failures, lambda: {c.compile_id: _aot(c) for c in graphs_view.compiles}, {}
+    aot: dict[str, AotStage] = _summed(
+        "graphs", views, failures, lambda: {c.compile_id: _aot(c) for c in views["graphs"].compiles}, {}
     )
-    kernels, externs = _summed("codegen", views, failures, lambda: codegen.counts_by_compile(), ({}, {}))
+    counted: tuple[Counter[str | None], Counter[str | None]] = _summed(
+        "codegen", views, failures, lambda: views["codegen"].counts_by_compile(), (Counter(), Counter())
+    )
+    kernels, externs = counted
     breaks = Counter(b.compile_id or "?" for b in model.graph_breaks)
     rows = []
     for cid, comp in model.compiles.items():

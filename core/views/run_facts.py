@@ -125,7 +125,7 @@ class RunFacts:
         """A facts document (a baseline file) read back into the types; InputError names what is wrong."""
         if not isinstance(doc, dict):
             raise InputError(f"{origin}: the facts are not a JSON object.")
-        program = doc.get("program") if isinstance(doc.get("program"), dict) else {}
+        program: dict[str, Any] = doc["program"] if isinstance(doc.get("program"), dict) else {}
         try:
             return cls(
                 side={k: doc.get(k) for k in SIDE_KEYS},

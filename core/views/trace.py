@@ -14,6 +14,7 @@ from typing import Any
 
 from tcx.core.analysis.restarts import restarts_by_attempt
 from tcx.core.model import RunModel
+from tcx.core.model.traced_frames import TracedFrame
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext.guards import shape_guard_text, tensor_match_text
 from tcx.core.views.envelope import envelope
@@ -64,12 +65,12 @@ class TraceView:
 
 def build_trace(model: RunModel, selection: Selection | None = None) -> TraceView:
     selection = selection or whole_run(model)
-    events = model.captures.of("trace_instructions")
+    events = model.traced
     reason = None
     if not events:
         reason = model.status.features.why("instructions") or NEEDS_LIVE
     guard_sources = _guard_texts(model)
-    compiles = [_compile(e, guard_sources.get(e.get("compile_id"), {})) for e in events]
+    compiles = [_compile(e, guard_sources.get(e.compile_id, {})) for e in events]
     seen: dict[str | None, TraceCompile] = {}
     for c in compiles:
         if c.compile_id in seen and seen[c.compile_id].attempt < c.attempt:
@@ -87,12 +88,13 @@ def build_trace(model: RunModel, selection: Selection | None = None) -> TraceVie
 
 
 def _guard_texts(model: RunModel) -> dict[str | None, dict[str, list[str]]]:
-    """compile id -> guard source -> the guard texts torch recorded for it (from `guards` events)."""
+    """compile id -> guard source -> the guard texts Dynamo recorded for it (the model's live guard
+    lists)."""
     out: dict[str | None, dict[str, list[str]]] = {}
-    for e in model.captures.of("guards"):
-        per = out.setdefault(e.get("compile_id"), {})
-        for g in e.get("guards") or []:
-            per.setdefault(g.get("source") or "", []).append(f"{g.get('kind')}: {_first(g.get('text'))}")
+    for entry in model.guard_sets.live:
+        per = out.setdefault(entry.compile_id, {})
+        for g in entry.guards:
+            per.setdefault(g.source, []).append(f"{g.kind}: {_first(g.text)}")
     return out
 
 
@@ -102,12 +104,12 @@ def _first(texts: Any) -> str:
     return str(texts[0]).split("  #", 1)[0].strip()
 
 
-def _compile(event: dict[str, Any], guards: dict[str, list[str]]) -> TraceCompile:
+def _compile(event: TracedFrame, guards: dict[str, list[str]]) -> TraceCompile:
     ins_out: list[dict[str, Any]] = []
     graph_break = None
     compiled_at = None
     error = None
-    records = event.get("instructions") or []
+    records = event.instructions
     for i, rec in enumerate(records):
         details = list(rec.get("nodes") or [])
         item: dict[str, Any] = {
@@ -151,17 +153,17 @@ def _compile(event: dict[str, Any], guards: dict[str, list[str]]) -> TraceCompil
     if records and records[-1].get("exc") and compiled_at is None:
         error = records[-1]["exc"]
     return TraceCompile(
-        compile_id=event.get("compile_id"),
-        attempt=int(event.get("attempt") or 0),
-        function=str(event.get("function") or "?"),
-        file=event.get("file"),
-        firstlineno=event.get("firstlineno"),
+        compile_id=event.compile_id,
+        attempt=event.attempt,
+        function=event.function,
+        file=event.file,
+        firstlineno=event.firstlineno,
         instructions=ins_out,
-        elided=int(event.get("elided") or 0),
+        elided=event.elided,
         graph_break=graph_break,
         compiled_at=compiled_at,
         error=error,
-        unattributed=list(event.get("unattributed_nodes") or []),
+        unattributed=list(event.unattributed),
     )
 
 
