@@ -568,6 +568,7 @@ def _promotions(events: list[TraceEvent]) -> dict[str, list[Promotion]]:
             last[ev.compile_id] = max(last.get(ev.compile_id, 0), ev.attempt)
         elif ev.name == "compilation_metrics" and ev.compile_id and _compiled_dynamic(ev):
             dynamic.add(ev.compile_id)
+    symbolic: set[tuple[str, str]] = set()  # (frame, source) made symbolic by an earlier compile
     for ev in events:
         if ev.name not in _PROMOTION_EVENTS or not ev.compile_id or not isinstance(ev.body, dict):
             continue
@@ -575,6 +576,10 @@ def _promotions(events: list[TraceEvent]) -> dict[str, list[Promotion]]:
             continue
         if ev.name == "create_symbol":
             source = str(ev.body.get("source", ""))
+            frame = ev.compile_id.split("/")[0]
+            if (frame, source) in symbolic:  # symbolic since an earlier entry: not promoted here
+                continue
+            symbolic.add((frame, source))
             size = guard_text.size_source(source)
             p = Promotion(
                 compile_id=ev.compile_id,
@@ -590,10 +595,10 @@ def _promotions(events: list[TraceEvent]) -> dict[str, list[Promotion]]:
         elif ev.name in ("guard_added_fast", "guard_added"):
             expr = str(ev.body.get("expr", ""))
             stack = ev.body.get("user_stack") or []
-            last = stack[-1] if stack and isinstance(stack[-1], dict) else {}
+            top = stack[-1] if stack and isinstance(stack[-1], dict) else {}
             for (cid, sym), p in by_symbol.items():
                 if cid == ev.compile_id and re.search(rf"\b{re.escape(sym)}\b", expr):
-                    p.guards.append({"expr": expr, "line": last.get("line"), "code": last.get("loc")})
+                    p.guards.append({"expr": expr, "line": top.get("line"), "code": top.get("loc")})
     return out
 
 

@@ -428,7 +428,7 @@ def _problems(ex: Explanation, recompiles: RecompileReport | None) -> list[Probl
         )
     split = split_recompiles(ex.recompile_count, recompiles.calls if recompiles else [])
     if split.count:  # expected recompiles (grad mode: train and eval) are Report.expected, never ranked
-        detail = "; ".join(split.causes) or "see the recompiles view"
+        detail = "; ".join(c.rstrip(". ") for c in split.causes) or "see the recompiles view"
         out.append(Problem(3, "recompiles", f"{split.count} recompile(s)", detail))
     status = ex.model.status.program
     if status.failed:
