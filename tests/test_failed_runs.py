@@ -90,6 +90,7 @@ def test_a_recorder_that_cannot_start_is_a_failure_not_a_clean_run(monkeypatch, 
     boot = tmp_path / "boot.py"
     boot.write_text("import tcx.core.no_such_module\n", encoding="utf-8")
     monkeypatch.setattr(driver, "CHILD_BOOT", str(boot))
+    monkeypatch.delenv("TCX_WARM_DIR", raising=False)  # the usual start is the one that fails here
     monkeypatch.setenv("NO_COLOR", "1")
     with pytest.raises(SystemExit) as stop:
         main(["explain", str(PROGRAMS / "print_break.py"), "--no-save"])

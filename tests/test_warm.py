@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -72,18 +73,33 @@ def forked(seen: dict) -> bool:
     return any(part.endswith("warm_boot.py") for part in seen["parent"])
 
 
+@dataclass
+class Warmed:
+    """A warm folder after its first three runs (made once per test process: each xdist worker has
+    its own), and those runs."""
+
+    tcx: Warm
+    runs: list
+
+
 @pytest.fixture(scope="module")
-def warm(tmp_path_factory) -> Warm:
+def warmed(tmp_path_factory) -> Warmed:
     base = tmp_path_factory.mktemp("warm")
     folder = base / "warm"
     folder.mkdir(mode=0o700)
     program = base / "probe.py"
     program.write_text(PROBE)
-    return Warm(folder, program)
+    tcx = Warm(folder, program)
+    return Warmed(tcx, [tcx.run("explain", "--backend", "eager", "--format", "json") for _ in range(3)])
 
 
-def test_the_third_run_forks_and_counts_as_the_cold_runs(warm: Warm) -> None:
-    runs = [warm.run("explain", "--backend", "eager", "--format", "json") for _ in range(3)]
+@pytest.fixture
+def warm(warmed: Warmed) -> Warm:
+    return warmed.tcx
+
+
+def test_the_third_run_forks_and_counts_as_the_cold_runs(warmed: Warmed) -> None:
+    runs = warmed.runs
     for proc, _ in runs:
         assert proc.returncode == 0, proc.stderr[-3000:]
     assert [forked(seen) for _, seen in runs] == [False, False, True]
@@ -102,7 +118,7 @@ def test_the_third_run_forks_and_counts_as_the_cold_runs(warm: Warm) -> None:
     assert [b["user_stack"][-1]["line"] for b in docs[2]["graph_breaks"]] == [
         b["user_stack"][-1]["line"] for b in docs[0]["graph_breaks"]
     ]
-    assert len(list(warm.folder.glob("*.sock"))) == 1
+    assert len(list(warmed.tcx.folder.glob("*.sock"))) == 1
 
 
 def test_the_fork_runs_in_the_runs_folder_with_its_environment(warm: Warm, tmp_path: Path) -> None:
@@ -114,7 +130,6 @@ def test_the_fork_runs_in_the_runs_folder_with_its_environment(warm: Warm, tmp_p
 
 def test_the_fork_writes_torchs_own_log_where_the_runs_torch_trace_says(warm: Warm, tmp_path: Path) -> None:
     """torch reads TORCH_TRACE once, at import: the fork has it read its run's folder again."""
-    warm.run("explain", "--backend", "eager")
     for name in ("a", "b"):
         proc, seen = warm.run(
             "explain", "--backend", "eager", "--format", "json", TORCH_TRACE=str(tmp_path / name)
@@ -131,7 +146,6 @@ def test_the_fork_writes_torchs_own_log_where_the_runs_torch_trace_says(warm: Wa
 
 
 def test_an_exit_status_and_a_signal_come_through_the_fork(warm: Warm) -> None:
-    warm.run("explain", "--backend", "eager")  # the warm process is up whichever test ran first
     exited, seen = warm.run("explain", "--backend", "eager", "--format", "json", mode="exit")
     assert forked(seen) and exited.returncode == 3, exited.stderr[-3000:]
     assert json.loads(exited.stdout)["program"] == {
@@ -146,7 +160,6 @@ def test_an_exit_status_and_a_signal_come_through_the_fork(warm: Warm) -> None:
 
 
 def test_a_timeout_stops_the_forked_program(warm: Warm) -> None:
-    warm.run("explain", "--backend", "eager")
     proc, seen = warm.run("explain", "--backend", "eager", "--timeout", "12", "--format", "json", mode="hang")
     assert forked(seen) and proc.returncode == 3, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["program"]["status"] == "timeout"

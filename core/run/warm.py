@@ -26,6 +26,7 @@ from typing import IO, Any
 
 ENV = "TCX_WARM_DIR"
 IDLE_S = 120  # a warm process with no request for this long exits
+STARTING_S = 30  # how long a run waits for a warm process that is still starting
 WARM_BOOT = str(Path(__file__).resolve().parent.parent / "recorder" / "warm_boot.py")
 _CORE = Path(__file__).resolve().parent.parent
 # Read by nothing at import, and different from run to run (terminal shape, the test runner).
@@ -94,6 +95,7 @@ def start(
         return None
     key = _key(env)
     path = folder / f"{key}.sock"
+    _wait_for_a_starting_server(folder, key)
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(str(path))
@@ -137,6 +139,21 @@ def _key(env: dict[str, str]) -> str:
     fixed = sorted((k, v) for k, v in env.items() if k not in _PER_RUN and k != "TORCH_TRACE")
     text = json.dumps([sys.executable, sys.version, str(_CORE), sources, fixed])
     return hashlib.sha1(text.encode()).hexdigest()[:20]
+
+
+def _wait_for_a_starting_server(folder: Path, key: str) -> None:
+    """A warm process started moments ago is still importing torch: waiting for it (idle) costs less
+    than a cold start (the same import, paid again)."""
+    import time
+
+    started = folder / f"{key}.started"
+    try:
+        age = time.time() - started.lstat().st_mtime
+    except OSError:
+        return
+    deadline = time.monotonic() + max(0.0, min(STARTING_S - age, STARTING_S))
+    while not (folder / f"{key}.sock").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def _start_server(folder: Path, key: str, env: dict[str, str]) -> None:
