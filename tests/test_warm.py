@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,14 +85,15 @@ class Warmed:
 
 
 @pytest.fixture(scope="module")
-def warmed(tmp_path_factory) -> Warmed:
+def warmed(tmp_path_factory) -> Iterator[Warmed]:
     base = tmp_path_factory.mktemp("warm")
     folder = base / "warm"
     folder.mkdir(mode=0o700)
     program = base / "probe.py"
     program.write_text(PROBE)
     tcx = Warm(folder, program)
-    return Warmed(tcx, [tcx.run("explain", "--backend", "eager", "--format", "json") for _ in range(3)])
+    yield Warmed(tcx, [tcx.run("explain", "--backend", "eager", "--format", "json") for _ in range(3)])
+    shutil.rmtree(folder, ignore_errors=True)  # its warm process exits when its socket is gone
 
 
 @pytest.fixture
