@@ -478,7 +478,7 @@ def suggest(
         )
         if cond and origins:  # the value came from an earlier line (an .item()): it can be checked
             text += (
-                f"; or, if the condition holds for every input you will export for, say so before the "
+                f"; or, if `{cond}` holds for every input you will export for, say so before the "
                 f"branch with torch._check({cond}) ({origins})"
             )
         return text + "."
