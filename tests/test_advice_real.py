@@ -7,6 +7,7 @@ recording; the truth is torch's own log of the same run, or a plain run with the
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -593,3 +594,44 @@ def test_a_branch_on_the_exact_size_is_not_advised_marked_dynamic(dynamo_recorde
         "at line 9 (`if x.shape[0] == 8:" in call["remedy"] and "The recompile happens once" in call["remedy"]
     )
     assert "mark it dynamic before the first call" not in call["remedy"]
+
+
+# ------------------------------------------------------------------ a tensor passed by keyword
+
+KEYWORD = PROGRAMS / "recompiles" / "keyword_call.py"
+
+
+def test_a_size_passed_by_keyword_is_advised_under_the_callers_name_and_that_mark_works(
+    tmp_path: Path,
+) -> None:
+    """torch guards `kwargs['tokens']` (the compiled function's **kwargs); the program's tensor is `ids`,
+    passed as `tokens=ids`: the mark names `ids`, and the mark applied by hand in a plain run (no tcx)
+    leaves torch's own log with no recompile."""
+    import subprocess
+    import sys
+
+    run = shared_run("recompiles", str(KEYWORD), "--format", "json", trace=True).ok()
+    assert read_torch_trace(run.torch_trace).recompiles == 1
+    [call] = [c for c in run.json()["calls"] if c["outcome"] == "recompile"]
+    assert call["failed_guards"][0]["arg"] == "kwargs['tokens']"
+    remedy = call["remedy"]
+    assert "(`ids` in your call at keyword_call.py:17)" in remedy and "(seen: 8, 12)" in remedy
+    assert "torch._dynamo.mark_dynamic(ids, 1)" in remedy and "mark_dynamic(kwargs" not in remedy
+    marked = tmp_path / "keyword_call.py"
+    marked.write_text(
+        KEYWORD.read_text().replace(
+            "        compiled(tokens=ids)",
+            "        torch._dynamo.mark_dynamic(ids, 1)\n        compiled(tokens=ids)",
+        )
+    )
+    trace = tmp_path / "trace"
+    proc = subprocess.run(
+        [sys.executable, str(marked)],
+        env={**os.environ, "TORCH_TRACE": str(trace)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    torch_log = read_torch_trace(trace)
+    assert (torch_log.recompiles, len(torch_log.compile_ids)) == (0, 1)

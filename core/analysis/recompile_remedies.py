@@ -7,6 +7,7 @@ Pure and torch-free; fills in the `cause` and `remedy` of the recompiles view's 
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -307,7 +308,9 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
     if branch is not None:
         return "branch on the exact size", _exact_size_remedy(call, g, branch)
     values = _seen(call, g, ctx.calls)
-    head = f"Dimension {g.dim} of `{g.arg}` changes between calls{values}."
+    user = _user_argument(call, g.arg, ctx)
+    yours = f" (`{user[0]}` in your call at {user[1]})" if user else ""
+    head = f"Dimension {g.dim} of `{g.arg}`{yours} changes between calls{values}."
     if dim in marked_dynamic(ctx.model, g.entry):
         return CAUSES["shape"], (
             f"{head} The program marks it dynamic (mark_dynamic), yet entry {g.entry} compiled it as "
@@ -331,8 +334,9 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
     call.tied = [(d.arg, d.dim) for d in tied if d.dim is not None]
     if tied and dynamic != "False":
         return CAUSES["shape"], _tied_remedy(call, g, head, [dim, *tied])
+    arg = user[0] if user else g.arg
     mark = (
-        f"torch._dynamo.mark_dynamic({g.arg}, {g.dim}) (or maybe_mark_dynamic({g.arg}, {g.dim}) if it may "
+        f"torch._dynamo.mark_dynamic({arg}, {g.dim}) (or maybe_mark_dynamic({arg}, {g.dim}) if it may "
         "stay static)"
     )
     if dynamic == "False":
@@ -369,6 +373,49 @@ def _tied_remedy(call: Call, g: FailedGuard, head: str, dims: list[Dim]) -> str:
 
 
 _EXACT = re.compile(r"(?:Ne|Eq)\((?P<symbol>\w+), (?P<value>-?\d+)\)")
+
+
+def _user_argument(call: Call, arg: str | None, ctx: RemedyContext) -> tuple[str, str] | None:
+    """(the user's own expression, file:line) for an argument of the compiled frame, read from the line that
+    called it: `compiled(input_ids=ids)` passes `kwargs['input_ids']` (a wrapper's **kwargs) as `ids`.
+    None where that line does not name it by keyword once, or names it as the frame does."""
+    m = re.match(r"^kwargs\['(\w+)'\](.*)$", arg or "") or re.match(r"^(\w+)(.*)$", arg or "")
+    comp = ctx.model.compiles.get(call.compile_id or "")
+    stack = comp.stack if comp else []
+    if stack and comp and stack[-1].name == comp.co_name:  # the compiled frame itself
+        stack = stack[:-1]
+    users = [f for f in stack if f.origin == "user"]
+    if not m or not users or users[-1].line is None:
+        return None
+    text = _source_line(ctx.model, users[-1].file, users[-1].line)
+    try:
+        tree = ast.parse(text.strip())
+    except (SyntaxError, ValueError):
+        return None
+    values = [
+        kw.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        for kw in node.keywords
+        if kw.arg == m.group(1)
+    ]
+    expr = ast.unparse(values[0]) if len(values) == 1 else None
+    if expr is None or expr == m.group(1):
+        return None
+    return expr + m.group(2), f"{os.path.basename(users[-1].file)}:{users[-1].line}"
+
+
+def _source_line(model: RunModel, file: str, line: int) -> str:
+    """A line of the program as the run recorded it (or, for a live run, as it ran from disk)."""
+    text = model.sources.texts.get(file)
+    if text is None and model.sources.live:
+        try:
+            with open(file, encoding="utf-8") as fh:
+                text = fh.read()
+        except (OSError, ValueError):
+            return ""
+    lines = (text or "").splitlines()
+    return lines[line - 1] if 0 < line <= len(lines) else ""
 
 
 def _branch_on_exact_size(call: Call, g: FailedGuard) -> dict[str, Any] | None:
