@@ -8,7 +8,6 @@ Pure and torch-free; fills in the `cause` and `remedy` of the recompiles view's 
 from __future__ import annotations
 
 import ast
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ from tcx.core.analysis.shape_facts import (
     marked_dynamic,
     tied_sizes,
 )
+from tcx.core.torchtext.json_object import json_object
 
 if TYPE_CHECKING:
     from tcx.core.model import Frame, RunModel
@@ -76,7 +76,7 @@ class RemedyContext:
         config in that compile's compilation_metrics (torch.compile(dynamic=True) turns
         assume_static_by_default off, dynamic=False turns automatic_dynamic_shapes off)."""
         comp = self.model.compiles.get(compile_id or "")
-        config = _json_object((comp.metrics if comp else {}).get("dynamo_config"))
+        config = json_object((comp.metrics if comp else {}).get("dynamo_config"))
         if config.get("assume_static_by_default") is False:
             return "True"
         if config.get("automatic_dynamic_shapes") is False:
@@ -234,16 +234,6 @@ def second_failures(call: Call, ctx: RemedyContext) -> str:
                 f"would still miss entry {entry}, so both fixes are needed"
             )
     return ("Besides, " + "; ".join(parts) + ".") if parts else ""
-
-
-def _json_object(value: Any) -> dict[str, Any]:
-    if isinstance(value, dict):
-        return value
-    try:
-        parsed = json.loads(value) if isinstance(value, str) else None
-    except ValueError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 def _asked(model: RunModel, compile_id: str | None) -> str | None:
@@ -658,7 +648,7 @@ def _int_remedy(g: FailedGuard, ctx: RemedyContext) -> str:
             f"it to {spec.value} ({spec.reason}). Make that line work for any value, or pass it as a tensor."
         )
     comp = ctx.model.compiles.get(g.entry)
-    if _json_object((comp.metrics if comp else {}).get("dynamo_config")).get("specialize_int") is True:
+    if json_object((comp.metrics if comp else {}).get("dynamo_config")).get("specialize_int") is True:
         return (
             f"{head} torch._dynamo.config.specialize_int = True in this run specializes every int input: "
             "set it to False (the default), or pass the value as a tensor."

@@ -12,12 +12,12 @@ with provenance tracking on, Inductor logs `inductor_provenance_tracking_node_ma
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.frames import innermost_user_frame, parse_stack_trace
 from tcx.core.torchtext.fx_graph import parse_graph_nodes
+from tcx.core.torchtext.json_object import json_object
 
 PRE_GRAD_GRAPHS = (
     "artifact:before_pre_grad_graph",
@@ -85,7 +85,7 @@ def add_code(compile_: AotiCompile, body: dict[str, Any], payload: str | None) -
 
 def add_mappings(compile_: AotiCompile, payload: str | None) -> None:
     """The node-mappings artifact: one AotiKernel per kernel or extern call it maps."""
-    data = _json(payload)
+    data = json_object(payload)
     code_to_post = data.get("cppCodeToPost") or data.get("tritonKernelToPost") or {}
     post_to_pre = data.get("postToPre") or {}
     if not isinstance(code_to_post, dict):
@@ -104,7 +104,7 @@ def add_mappings(compile_: AotiCompile, payload: str | None) -> None:
 
 def add_stack_traces(compile_: AotiCompile, payload: str | None) -> None:
     """Kernel -> the user stacks it came from (newer torch): each kernel's user lines from them."""
-    data = _json(payload)
+    data = json_object(payload)
     for kernel in compile_.kernels:
         stacks = next((v for k, v in data.items() if str(k).split(":", 1)[0] == kernel.name), None)
         if not isinstance(stacks, list):
@@ -113,14 +113,6 @@ def add_stack_traces(compile_: AotiCompile, payload: str | None) -> None:
         found = [ln for ln in lines if ln]
         if found:
             kernel.user_lines = list({(ln["file"], ln["line"]): ln for ln in found}.values())
-
-
-def _json(payload: str | None) -> dict[str, Any]:
-    try:
-        data = json.loads(payload or "")
-    except ValueError:
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 def _text(value: Any) -> str | None:

@@ -11,7 +11,6 @@ compiler config disabled the caches) is read here too (`CacheMetrics`).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import Any
 
 from tcx.core.ingest.trace_events import TraceEvent
 from tcx.core.torchtext.cache_key import Component, parse_components
+from tcx.core.torchtext.json_object import json_object
 
 _ARTIFACT = re.compile(r"^artifact:(?P<cache>fx_graph|aotautograd)(?:_bundled)?_cache_(?P<state>[a-z]+)$")
 _PICKLE_FAILURE = "artifact:aotautograd_cache_pickle_failure"
@@ -49,11 +49,12 @@ def read_cache_lookups(events: Iterable[TraceEvent]) -> list[CacheLookup]:
     lookups: list[CacheLookup] = []
     for ev in events:
         if ev.name == _PICKLE_FAILURE:
-            _mark_not_stored(lookups, ev.compile_id, _json(ev.payload))
+            _mark_not_stored(lookups, ev.compile_id, json_object(ev.payload))
             continue
         m = _ARTIFACT.match(ev.name)
         if m:
-            lookups.append(_lookup(m["cache"], m["state"], ev.compile_id, ev.attempt, _json(ev.payload)))
+            body = json_object(ev.payload)
+            lookups.append(_lookup(m["cache"], m["state"], ev.compile_id, ev.attempt, body))
     return lookups
 
 
@@ -82,18 +83,10 @@ def read_cache_metrics(events: Iterable[TraceEvent]) -> list[CacheMetrics]:
                 value = body.get(f"{prefix}_remote_cache_{state}_count")
                 if isinstance(value, int) and value:
                     remote[(cache, state)] = value
-        config = _json(body["compiler_config"] if isinstance(body.get("compiler_config"), str) else "")
+        config = json_object(body["compiler_config"] if isinstance(body.get("compiler_config"), str) else "")
         disabled = bool(config["force_disable_caches"]) if "force_disable_caches" in config else None
         out.append(CacheMetrics(ev.compile_id, remote, disabled))
     return out
-
-
-def _json(payload: str | None) -> dict[str, Any]:
-    try:
-        value = json.loads(payload or "")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
 
 
 def _lookup(

@@ -33,6 +33,7 @@ from tcx.core.torchtext.cache_key import (
     node_name,
 )
 from tcx.core.torchtext.fx_graph import parse_graph_nodes
+from tcx.core.torchtext.json_object import json_object
 from tcx.core.views.envelope import SOURCE_KINDS, envelope
 
 SCHEMA = "tcx.cache/1"
@@ -405,14 +406,6 @@ def _lookups(model: RunModel, selection: Selection) -> list[Lookup]:
     return lookups
 
 
-def _json(payload: str | None) -> dict[str, Any]:
-    try:
-        value = json.loads(payload or "")
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _caches_disabled(model: RunModel) -> bool | None:
     """From torch's own compiler config in compilation_metrics; None when no metrics say."""
     answer = None
@@ -547,7 +540,7 @@ def _metrics_config_changes(old: RunModel, new: RunModel, compile_id: str | None
     a, b = _metrics(old, compile_id), _metrics(new, compile_id)
     out = []
     for field_name, label in _METRIC_CONFIGS.items():
-        ca, cb = _json(_text(a.get(field_name))), _json(_text(b.get(field_name)))
+        ca, cb = json_object(_text(a.get(field_name))), json_object(_text(b.get(field_name)))
         if not ca or not cb:
             continue
         for key in sorted(set(ca) | set(cb)):
