@@ -180,8 +180,8 @@ def candidates(
     missing = missing or {}
     by_change: dict[str, Remedy] = {}
     for site in ex.sites:
-        _add_break_remedy(by_change, site, missing)
-        _add_library_branch(by_change, ex, site)
+        branch = _add_library_branch(by_change, ex, site)
+        _add_break_remedy(by_change, site, missing, runnable_found=branch)
     shape = _shape_recompiles(recompiles)
     for finding in shape:
         for alternative, remedy in enumerate(_shape_remedies(finding, missing), int(bool(finding.tied))):
@@ -361,7 +361,9 @@ def _suppress_errors(error: str) -> Remedy:
     )
 
 
-def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: dict[str, str]) -> None:
+def _add_break_remedy(
+    by_change: dict[str, Remedy], site: BreakSite, missing: dict[str, str], runnable_found: bool = False
+) -> None:
     text = f"{site.gb_type}\n{site.explanation}"
     compile_ids = tuple(dict.fromkeys(o.compile_id for o in site.occurrences if o.compile_id))
     finding = Finding(
@@ -405,8 +407,9 @@ def _add_break_remedy(by_change: dict[str, Remedy], site: BreakSite, missing: di
             remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
             remedy.findings.append(finding)
         break
-    if (library or structural) and not configured and not rewrites:
-        # never a change to the library's line: what the user changes where they call it
+    if (library or structural) and not configured and not rewrites and not runnable_found:
+        # never a change to the library's line: what the user changes where they call it (the text,
+        # untested, only where no remedy tcx fix can run was found for the break: the library branch's)
         advice = _call_site_advice(site)
         why = "a change at your call site that tcx fix cannot make mechanically, so it was not run (untested)"
         remedy = by_change.setdefault(advice, Remedy("code", advice, [], runnable=False, why_not_run=why))
@@ -427,20 +430,21 @@ def _call_site_advice(site: BreakSite) -> str:
     return f"{at}: {site.suggestion or LIBRARY_REMEDY}"
 
 
-def _add_library_branch(by_change: dict[str, Remedy], ex: Explanation, site: BreakSite) -> None:
+def _add_library_branch(by_change: dict[str, Remedy], ex: Explanation, site: BreakSite) -> bool:
     """The compiled module's attribute set before compiling where a library `if` on it breaks
-    (core/analysis/library_branch.py)."""
+    (core/analysis/library_branch.py); whether there was one."""
     from tcx.core.analysis.library_branch import library_branch
 
     found = library_branch(ex.model, site)
     if found is None:
-        return
+        return False
     remedy = Remedy("config", found.change, [], attributes=[found.attribute])
     remedy = by_change.setdefault(found.change, remedy)
     ids = tuple(dict.fromkeys(o.compile_id for o in site.occurrences if o.compile_id))
     where = (site.file, site.line, site.function, len(site.occurrences))
     finding = Finding("graph_break", site.gb_type, *where, compile_ids=ids)
     remedy.findings.append(finding)
+    return True
 
 
 def _logger_rule(site: BreakSite) -> ConfigRule | None:

@@ -428,7 +428,8 @@ def _problems(ex: Explanation, recompiles: RecompileReport | None) -> list[Probl
         )
     split = split_recompiles(ex.recompile_count, recompiles.calls if recompiles else [])
     if split.count:  # expected recompiles (grad mode: train and eval) are Report.expected, never ranked
-        detail = "; ".join(c.rstrip(". ") for c in split.causes) or "see the recompiles view"
+        causes = [c.rstrip(". ") for c in split.causes]  # sentences joined: one period, at the end
+        detail = "; ".join(causes) + "." if causes else "see the recompiles view"
         out.append(Problem(3, "recompiles", f"{split.count} recompile(s)", detail))
     status = ex.model.status.program
     if status.failed:
