@@ -44,9 +44,6 @@ def serve(path: str, idle_s: float) -> list[str] | None:
         with contextlib.suppress(ImportError):
             __import__(name)
     trace_again = compat.can_reopen_trace_folder()
-    # A fork copies only the thread that forks: where the imports started another (a native one, seen
-    # with CUDA_VISIBLE_DEVICES=""), a lock it holds could stay locked in the child. Serve nothing then.
-    alone = _threads() == 1
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(path)  # a second server for the same folder and key loses here, and exits
@@ -64,7 +61,7 @@ def serve(path: str, idle_s: float) -> list[str] | None:
         conn, _ = listener.accept()
         last = time.monotonic()
         request, fds = _receive(conn)
-        if request is None or not alone or _needs_cold_start(request, trace_again):
+        if request is None or _needs_cold_start(request, trace_again):
             _close(fds)
             _send(conn, "cold")
             conn.close()
@@ -87,15 +84,6 @@ def serve(path: str, idle_s: float) -> list[str] | None:
         _reap(waiting)
         time.sleep(POLL_S)
     return None
-
-
-def _threads() -> int:
-    try:
-        return len(os.listdir("/proc/self/task"))
-    except OSError:
-        import threading
-
-        return threading.active_count()
 
 
 def _needs_cold_start(request: dict[str, Any], trace_again: bool) -> bool:
