@@ -226,7 +226,7 @@ def timed_run(params: dict[str, Any], argument: str, number: int, stance: str) -
         model = build_model(load_recording(run.path), "live")
     finally:
         run.cleanup()
-    program, captures = model.status.program, model.captures
+    program, captured = model.status.program, model.cost_capture
     if program.exit_status == "usage":
         raise UsageError(str(program.message))
     status = program.exit_status or ("timeout" if program.status == "timeout" else "died")
@@ -242,8 +242,8 @@ def timed_run(params: dict[str, Any], argument: str, number: int, stance: str) -
         "profiled",
         "raised",
     )
-    calls = [{k: e[k] for k in keys if k in e} for e in captures.of("cost_call") if "wall_ns" in e]
-    compiles = [{k: e[k] for k in ("start_ns", "what") if k in e} for e in captures.of("cost_compile")]
+    calls = captured.copied("cost_call", keys, needs="wall_ns")
+    compiles = captured.copied("cost_compile", ("start_ns", "what"))
     return {
         "run": number,
         "stance": stance,
@@ -251,9 +251,9 @@ def timed_run(params: dict[str, Any], argument: str, number: int, stance: str) -
         "message": str(program.message or "")[:500],
         "seconds": round(seconds, 3),
         "calls": calls,
-        "spans": [{k: s[k] for k in SPAN_KEYS if k in s} for s in captures.of("cost_span")],
+        "spans": captured.copied("cost_span", SPAN_KEYS),
         "compiles": compiles,
-        "cuda": bool((captures.first("cost_run_end") or {}).get("cuda")),
+        "cuda": captured.on_cuda,
     }
 
 

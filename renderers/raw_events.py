@@ -19,7 +19,7 @@ from tcx.renderers.safe import clean, json_text
 
 def render_raw(model: RunModel, name: str | None, limit: int, fmt: str, console: Console) -> None:
     if name is None:
-        counts = model.documents.census()
+        counts = model.raw_trace_events().census()
         rows = [
             {"event": n, "count": c, "known": n.split(":", 1)[0] in KNOWN_EVENTS}
             for n, c in counts.most_common()
@@ -39,7 +39,7 @@ def render_raw(model: RunModel, name: str | None, limit: int, fmt: str, console:
             )
         console.print(table)
         return
-    matches = model.documents.named(name)[:limit]
+    matches = model.raw_trace_events().named(name)[:limit]
     if fmt == "json":
         docs = [
             {"compile_id": ev.compile_id, "attempt": ev.attempt, "metadata": ev.md, "payload": ev.payload}

@@ -363,14 +363,14 @@ def test_a_record_of_context_keys_only_is_kept_by_both_readers_and_skipped_by_th
     plain = build_model(load_trace(SIMPLE))
     for rec in (lazy, eager):
         model = build_model(rec)
-        assert len(model.documents) == len(plain.documents) and not model.unknown_events
+        assert len(model.raw_trace_events()) == len(plain.raw_trace_events()) and not model.unknown_events
 
 
 def test_a_tensors_device_is_answered_without_reading_its_metadata_again(monkeypatch):
     from tcx.core.ingest.trace_lazy import LazyMetadata
 
     model = build_model(load_trace(MULTI))
-    lazy_tensors = [e for e in model.documents if e.name == "describe_tensor"]
+    lazy_tensors = [e for e in model.raw_trace_events() if e.name == "describe_tensor"]
     assert lazy_tensors and all(isinstance(e._md, LazyMetadata) for e in lazy_tensors)
     assert all(e.body_field("device") == e.body["device"] for e in lazy_tensors)
     monkeypatch.setattr(LazyMetadata, "load", lambda self: pytest.fail("metadata read from disk"))

@@ -1,6 +1,6 @@
-"""The house's structure: no import cycles between tcx's modules, and no view, renderer, check,
-diff, report, TUI or CLI module reading the recording's raw events (the run model owns them:
-core/model/; the reads not yet moved into model facts are listed, and the list only shrinks).
+"""The house's structure: no import cycles between tcx's modules, and no module outside the run model
+(core/model/) and the readers (core/ingest/) reading the recording's raw events: the model owns
+them; `tcx show --events` reads them through the model's one deliberate handle.
 
 Imports are read from the source (an import inside a function counts; one under
 `if TYPE_CHECKING:` does not, since it never runs), with the package-dir mapping of
@@ -241,34 +241,25 @@ def test_a_planted_lazy_import_that_closes_a_package_cycle_fails(tree_copy):
         module.write_text(before)
 
 
-# Every way code reads raw events instead of the model's facts: the model's indexes of torch's trace
-# events and of the recorder's own (`documents`, `captures`, by any handle), its raw-dict properties
-# (`run_start`, `program_exit`, `compile_calls`, `logs`, `calls`, `outcome`), the loaded recording
-# it keeps (`recording`) and a recording's events and header; and the spellings of older trees.
+# Every way code reads raw events instead of the model's facts: the model's private indexes of torch's
+# trace events and of the recorder's own (`_documents`, `_captures`) and the loaded recording it keeps
+# (`_recording`), by any handle; its deliberate raw handle (`raw_trace_events()`, for `tcx show --events`);
+# its raw-dict properties (`run_start`, `program_exit`, `compile_calls`, `logs`, `calls`, `outcome`),
+# a recording's events and header; and the spellings of older trees (`documents`, `captures`).
 RAW = re.compile(
-    r"\b(?:documents|captures)\.(?:of|first|named|census)\("
+    r"\._(?:documents|captures|recording)\b|\.raw_trace_events\("
+    r"|\b(?:documents|captures)\.(?:of|first|named|census)\("
     r"|(?:\b(?:model|m)|\))\.(?:documents|captures)\b"
     r"|\.(?:run_start|program_exit|compile_calls|logs)\b"
     r"|\b(?:model|m)\.(?:recording|outcome)\b|\bmodel\.calls\b"
     r"|\b(?:rec|recording)\.(?:events|header)\b"
     r"|\bmodel\.trace_events\b|\.recorder_events\b|recording\.of_kind\("
 )
-# The model is built from raw events, the readers and the recorder make them: they may read them.
-READERS = ("core/model/", "core/ingest/", "core/recorder/")
-# `tcx show --events/--event NAME` prints the raw events on purpose: its one renderer reads them.
+# The model is built from raw events and the readers make them: they alone may read them.
+READERS = ("core/model/", "core/ingest/")
+# `tcx show --events/--event NAME` prints the raw events on purpose: its one renderer reads them,
+# through the model's one raw handle (`raw_trace_events()`).
 DELIBERATE = {"renderers/raw_events.py": 2}
-# Raw reads not yet turned into model facts (issue 37): file -> how many. The list may only shrink:
-# a new read anywhere fails, and so does a file whose reads were fixed and that is still listed.
-RAW_LEFT = {
-    "cli/cmd_cost.py": 5,
-    "core/analysis/compile_phases.py": 1,
-    "core/analysis/shape_facts.py": 2,
-    "core/cost/measurements.py": 2,
-    "core/fix/verify.py": 1,
-    "core/views/cache.py": 1,
-    "core/views/index.py": 2,
-    "core/views/recompiles.py": 2,
-}
 
 
 def raw_reads(text: str) -> list[str]:
@@ -288,7 +279,7 @@ def raw_reads_by_file(root: Path) -> dict[str, int]:
 
 
 def test_views_renderers_and_the_cli_read_facts_not_raw_events():
-    assert raw_reads_by_file(REPO) == RAW_LEFT | DELIBERATE
+    assert raw_reads_by_file(REPO) == DELIBERATE
 
 
 @pytest.mark.parametrize(
@@ -306,6 +297,10 @@ def test_views_renderers_and_the_cli_read_facts_not_raw_events():
         'end = captures.first("program_exit")',
         "ranks = {event_rank(e) for e in rec.events}",
         "if any(c.get('function') for c in model.calls):",
+        'for ev in loaded.model._documents.of("chromium_event"):',
+        'frame_calls = run.model._captures.of("frame_call")',
+        "rec = model._recording",
+        "counts = self.model.raw_trace_events().census()",
     ],
 )
 def test_the_pattern_catches_each_raw_read(line):
@@ -321,33 +316,48 @@ def test_the_pattern_catches_each_raw_read(line):
         "asked = model.status.torch_compile_calls",
         "why = model.status.features.why('guards')",
         'run.model = build_model(recorder.recording(), "live")',
+        "from tcx.renderers.raw_events import render_raw",
+        "steps = model.chromium_steps()",
+        "calls = model.call_captures.frame_calls",
     ],
 )
 def test_the_pattern_passes_facts(line):
     assert raw_reads(f"def view(model):\n    {line}\n") == []
 
 
-def test_a_raw_read_planted_in_a_view_or_left_fixed_in_the_list_fails(tree_copy):
-    assert raw_reads_by_file(tree_copy) == RAW_LEFT | DELIBERATE
-    view = tree_copy / "core" / "views" / "envelope.py"  # a view with no raw read
-    before = _plant(view, 'def _x(model):\n    return model.captures.of("fusion")\n')
+@pytest.mark.parametrize(
+    ("module", "code"),
+    [
+        ("core/views/envelope.py", 'def _x(model):\n    return model._captures.of("fusion")\n'),
+        ("core/cost/trace.py", "def _x(model):\n    return len(model.raw_trace_events())\n"),
+        ("core/recorder/child.py", "def _x(model):\n    return model._recording\n"),
+    ],
+)
+def test_a_raw_read_planted_outside_the_model_fails(tree_copy, module, code):
+    """A view, the cost stage and the recorder (which writes events, never reads a model's) alike."""
+    assert raw_reads_by_file(tree_copy) == DELIBERATE
+    path = tree_copy / module
+    before = _plant(path, code)
     try:
-        assert raw_reads_by_file(tree_copy) == RAW_LEFT | DELIBERATE | {"core/views/envelope.py": 1}
+        assert raw_reads_by_file(tree_copy) == DELIBERATE | {module: 1}
     finally:
-        view.write_text(before)
-    listed = tree_copy / next(iter(RAW_LEFT))
-    before = listed.read_text()
-    listed.write_text("")  # every read of a listed file fixed: the list must lose it
+        path.write_text(before)
+
+
+def test_the_deliberate_raw_handle_is_counted(tree_copy):
+    """`tcx show --events` reading one more raw event changes the count the test holds."""
+    path = tree_copy / next(iter(DELIBERATE))
+    before = _plant(path, "def _x(model):\n    return model.raw_trace_events().of('artifact')\n")
     try:
-        assert (
-            raw_reads_by_file(tree_copy)
-            == {k: v for k, v in RAW_LEFT.items() if k != next(iter(RAW_LEFT))} | DELIBERATE
-        )
+        assert raw_reads_by_file(tree_copy) == {k: v + 1 for k, v in DELIBERATE.items()}
     finally:
-        listed.write_text(before)
+        path.write_text(before)
+
+
+def test_the_model_alone_may_read_raw_events(tree_copy):
     model_file = tree_copy / "core" / "model" / "run.py"  # the model itself may read them
-    before = _plant(model_file, "x = model.captures\n")
+    before = _plant(model_file, "x = model._captures\n")
     try:
-        assert raw_reads_by_file(tree_copy) == RAW_LEFT | DELIBERATE
+        assert raw_reads_by_file(tree_copy) == DELIBERATE
     finally:
         model_file.write_text(before)

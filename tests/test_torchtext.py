@@ -216,7 +216,7 @@ def test_a_source_line_with_a_hash_keeps_its_comment():
     model = build_model(load_trace(DATA / "traces" / "torch2.13_eager_demo.log.gz"), "trace_log")
     texts = [
         leaf.text
-        for ev in model.documents
+        for ev in model.raw_trace_events()
         if ev.name == "dynamo_cpp_guards_str"
         for leaf in guards.guard_tree_leaves(ev.payload or "")
     ]

@@ -53,7 +53,7 @@ def test_every_tlparse_log_ingests(name):
     rec, model, doc = _summary(INPUTS / name)
     assert rec.events and all(e["kind"] == "trace" and isinstance(e["md"], dict) for e in rec.events)
     assert all(isinstance(e["source_line"], int) for e in rec.events)
-    assert len(model.documents) == len(rec.events)
+    assert len(model.raw_trace_events()) == len(rec.events)
     base = Path(name).name
     if base in CHECKSUM_PROBLEMS:
         assert rec.problems == [
@@ -114,7 +114,7 @@ def test_export_log_events_are_read_by_the_export_view_and_unknown_ones_kept(tmp
     log.write_text((INPUTS / "export.log").read_text() + f"V1201 10:00:00.000000 1 x.py:1] {future}\n")
     _, model, doc = _summary(log)
     assert doc["unknown_events"] == {"a_future_event": 1}
-    assert [ev.name for ev in model.documents.named("a_future_event")] == ["a_future_event"]
+    assert [ev.name for ev in model.raw_trace_events().named("a_future_event")] == ["a_future_event"]
 
 
 def test_multi_rank_directory():
@@ -308,5 +308,5 @@ def test_large_payloads_stay_compressed_and_read_back_whole():
     assert packed and all(len(unpack(p)) > PACK_ABOVE for p in packed)
     assert sum(len(p) for p in packed) * 3 < sum(len(unpack(p)) for p in packed)
     model = build_model(rec, "trace")
-    codes = [ev.payload for ev in model.documents if ev.name == "inductor_output_code"]
+    codes = [ev.payload for ev in model.raw_trace_events() if ev.name == "inductor_output_code"]
     assert codes and all("def call(" in code for code in codes)

@@ -62,7 +62,8 @@ def test_recompiles_and_kernels_match_tlparse(name, tmp_path):
     recompiles, kernels = _tlparse_plain(log, tmp_path / "tl")
     model = build_model(load_trace(log), "trace")
     assert model.recompile_count == recompiles
-    ours = sum(count_kernels(ev.payload or "") for ev in model.documents if ev.name == "inductor_output_code")
+    codes = [ev.payload or "" for ev in model.raw_trace_events() if ev.name == "inductor_output_code"]
+    ours = sum(count_kernels(code) for code in codes)
     assert ours == kernels
 
 

@@ -109,7 +109,7 @@ def _show_outputs(model: RunModel, selection: Any, width: int = WIDTH) -> dict[s
     from tcx.renderers.raw_events import render_raw
 
     out = {"show --events text": _text(lambda c: render_raw(model, None, 20, "text", c), width)}
-    for name in dict.fromkeys(ev.name for ev in model.documents):
+    for name in dict.fromkeys(ev.name for ev in model.raw_trace_events()):
         render = functools.partial(render_raw, model, name, 2, "text")
         out[f"show --event {name} text"] = _text(render, width)
     rows = run_index.index_rows(model, selection, "graphs", model.target)

@@ -13,13 +13,11 @@ Pure and torch-free: live runs, recordings and TORCH_TRACE logs alike.
 
 from __future__ import annotations
 
-import json
-import math
-import sys
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, TypeGuard
+from typing import Any
 
 from tcx.core.model import RunModel
+from tcx.core.model.chromium_steps import Step
 
 # Phases in pipeline order: (name, exact step names, step-name prefixes).
 PHASES: tuple[tuple[str, frozenset[str], tuple[str, ...]], ...] = (
@@ -108,59 +106,13 @@ class CompileTime:
 def compile_times(model: RunModel) -> dict[str, CompileTime]:
     """compile id -> its time, for every compile id torch timed or measured in this run."""
     out: dict[str, CompileTime] = {}
-    steps: dict[str, list[Step]] = {}
     for cid, comp in model.compiles.items():  # the model's one value (core/model/consumers.py)
         if comp.compile_time_s is not None or comp.metrics:
             out[cid] = CompileTime(cid, comp.compile_time_s)
-    for ev in model.documents.of("chromium_event"):
-        if ev.compile_id is not None:
-            step = _step(ev.payload)
-            if step is not None:
-                steps.setdefault(ev.compile_id, []).append(step)
-    for cid, events in steps.items():
+    for cid, events in model.chromium_steps().items():
         entry = out.setdefault(cid, CompileTime(cid, None))
         entry.phases, entry.graph_compiles = _attribute(events)
     return out
-
-
-class Step(NamedTuple):
-    """What a phase needs of one chromium step, not the whole event (a 1 GB log has ~10^6 of them)."""
-
-    ts: float
-    ph: str  # B (begin) or E (end)
-    name: str
-    cache_state: Any = None  # an `inductor_compile` end's args
-    is_backward: Any = None
-
-
-def _step(payload: str | None) -> Step | None:
-    try:
-        step = json.loads(payload or "")
-    except ValueError:
-        return None
-    if not isinstance(step, dict) or step.get("ph") not in ("B", "E"):
-        return None
-    name, ts = step.get("name"), step.get("ts")
-    if not isinstance(name, str) or not _timestamp(ts):
-        return None
-    args = step.get("args") if name == "inductor_compile" and step["ph"] == "E" else None
-    if isinstance(args, dict):
-        return Step(float(ts), step["ph"], sys.intern(name), args.get("cache_state"), args.get("is_backward"))
-    return Step(float(ts), step["ph"], sys.intern(name))
-
-
-# A chromium step's `ts` is a point in time (µs since the epoch), not a duration: any finite,
-# non-negative number below this (year 2286) is one; a 300-digit integer or NaN is not.
-MAX_TIMESTAMP_US = 1e19
-
-
-def _timestamp(value: Any) -> TypeGuard[float]:
-    if type(value) not in (int, float):
-        return False
-    try:
-        return math.isfinite(value) and 0 <= value < MAX_TIMESTAMP_US
-    except OverflowError:
-        return False
 
 
 def _attribute(steps: list[Step]) -> tuple[dict[str, float], list[dict[str, Any]]]:

@@ -13,14 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.analysis.shape_facts import (
-    CompileShapes,
-    Dim,
-    Specialization,
-    UserLine,
-    marked_dynamic,
-    tied_sizes,
-)
+from tcx.core.analysis.tied_sizes import tied_sizes
+from tcx.core.model.shape_facts import CompileShapes, Dim, Specialization, UserLine
 from tcx.core.torchtext.json_object import json_object
 
 if TYPE_CHECKING:
@@ -301,7 +295,7 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
     user = _user_argument(call, g.arg, ctx)
     yours = f" (`{user[0]}` in your call at {user[1]})" if user else ""
     head = f"Dimension {g.dim} of `{g.arg}`{yours} changes between calls{values}."
-    if dim in marked_dynamic(ctx.model, g.entry):
+    if dim in ctx.model.marked_dynamic(g.entry):
         return CAUSES["shape"], (
             f"{head} The program marks it dynamic (mark_dynamic), yet entry {g.entry} compiled it as "
             f"{g.expected} and torch logged no symbol for it; run with TORCH_LOGS=dynamic to see why."

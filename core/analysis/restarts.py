@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tcx.core.analysis.shape_facts import number_text
 from tcx.core.model import RunModel
+from tcx.core.model.shape_facts import number_text
 
 _CLASS = re.compile(r"^<class '(?:[\w.]+\.)?(?P<name>\w+)'>$")
 TENSORIFY = "TensorifyScalarRestartAnalysis"

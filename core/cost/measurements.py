@@ -82,7 +82,7 @@ def read_measurements(model: RunModel) -> Measurements:
             others[run] = RunTimes(run, stance)
         return others[run]
 
-    for e in _cost_events(model):
+    for e in model.cost_capture.events:
         kind = e.get("kind")
         if kind == "cost_config":
             if e.get("profiler_error"):
@@ -149,38 +149,8 @@ def _describe(run: RunTimes, e: dict[str, Any], stance: str) -> None:
     run.seconds = float(seconds) if type(seconds) in (int, float) and 0 <= seconds < 10**7 else None
 
 
-COST_EVENTS = (
-    "cost_config",
-    "cost_call",
-    "cost_span",
-    "cost_compile",
-    "cost_step_found",
-    "cost_eager_call",
-    "cost_eager_run",
-    "cost_run",
-    "cost_run_call",
-    "cost_run_span",
-    "cost_run_compile",
-    "cost_calls_more",
-    "cost_profile",
-    "cost_device",
-)
-
-
-def _cost_events(model: RunModel) -> list[dict[str, Any]]:
-    """The cost capture's events, in recording order within each kind: from the model's captures
-    (or, on a model that keeps the recorder's events in one list, from that list)."""
-    captures = getattr(model, "captures", None)
-    if captures is not None:
-        return [e for kind in COST_EVENTS for e in captures.of(kind)]
-    return [e for e in getattr(model, "recorder_events", []) if e.get("kind") in COST_EVENTS]
-
-
 def has_cost(model: RunModel) -> bool:
-    captures = getattr(model, "captures", None)
-    if captures is not None:
-        return captures.first("cost_config") is not None
-    return any(e.get("kind") == "cost_config" for e in getattr(model, "recorder_events", []))
+    return model.cost_capture.configured
 
 
 @dataclass(frozen=True)

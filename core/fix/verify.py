@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tcx.core.cost.measurements import read_measurements
 from tcx.core.fix.candidates import (
     Finding,
     Remedy,
@@ -404,12 +405,9 @@ def measure(model: RunModel, selection: Selection, ex: Explanation) -> Figures:
     ]
     known = [s for s in compile_s if s is not None]
     steady = [
-        e["wall_ns"] / 1e6
-        for e in model.captures.of("cost_call")
-        if not e.get("warmup")
-        and not e.get("raised")
-        and isinstance(e.get("wall_ns"), int)
-        and (selection.function is None or e.get("function") == selection.function)
+        c.wall_ns / 1e6
+        for c in read_measurements(model).calls
+        if c.measured and (selection.function is None or c.function == selection.function)
     ]
     return Figures(
         graph_breaks=ex.graph_break_count,

@@ -106,15 +106,15 @@ def build_model(rec: Recording, source_kind: str = "recording") -> RunModel:
         sources=facts.sources,
         unknown_events=unknown,
         problems=list(rec.problems),
-        documents=documents,
-        captures=captures,
+        _documents=documents,
+        _captures=captures,
         interner=facts.interner,
         exports=facts.exports,
         aoti_compiles=facts.aoti_compiles,
         milestones=facts.milestones,
         preview=facts.preview,
         ranks=ranks,
-        recording=rec,
+        _recording=rec,
     )
 
 

@@ -47,8 +47,12 @@ def read_bytecode_pairs(
     captures: Iterable[dict[str, Any]], artifacts: Iterable[TraceEvent], compiles: Mapping[str, Compile]
 ) -> list[BytecodePair]:
     """A live run's pairs (a capture that failed left out), or else the log's artifacts'."""
-    live = [_live(e) for e in captures if not e.get("error")]
-    return live or _from_trace(artifacts, compiles)
+    return live_pairs(captures) or _from_trace(artifacts, compiles)
+
+
+def live_pairs(captures: Iterable[dict[str, Any]]) -> list[BytecodePair]:
+    """A live run's pairs alone, as the recorder wrote them (no log artifact is parsed)."""
+    return [_live(e) for e in captures if not e.get("error")]
 
 
 def _live(e: dict[str, Any]) -> BytecodePair:

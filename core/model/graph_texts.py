@@ -66,6 +66,8 @@ class Graphs:
     # every post-grad graph of a compile ("" for none), in log order (forward, then backward), empty
     # ones too: Inductor's output code names their nodes
     post_grad: dict[str, list[GraphText]] = field(default_factory=dict)
+    # every graph of a compile (None: logged outside one), as (event name, text), in log order
+    every: dict[str | None, list[tuple[str, GraphText]]] = field(default_factory=dict)
 
 
 def read_graphs(events: Iterable[TraceEvent], partitioner: Iterable[dict[str, Any]]) -> Graphs:
@@ -74,6 +76,7 @@ def read_graphs(events: Iterable[TraceEvent], partitioner: Iterable[dict[str, An
     for ev in events:
         kind = GRAPH_EVENTS[ev.name]
         out.logged.setdefault(ev.compile_id, set()).add(kind)
+        out.every.setdefault(ev.compile_id, []).append((ev.name, GraphText(ev)))
         if kind == "post_grad":
             out.post_grad.setdefault(ev.compile_id or "", []).append(GraphText(ev))
         if not ev.packed:

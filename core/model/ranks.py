@@ -17,7 +17,7 @@ from tcx.core.model.run import RunModel
 def rank_models(model: RunModel, only: Collection[int] | None = None) -> dict[int, RunModel]:
     """Each rank's model (events that name no rank belong to every rank), `only` these ranks; none
     for input from fewer than two ranks or a model built without its input."""
-    rec = model.recording
+    rec = model._recording
     if rec is None or len(model.ranks) < 2:
         return {}
     per_rank: dict[Any, list[dict[str, Any] | LogRecord]] = {

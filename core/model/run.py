@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from tcx.core.ingest.trace_events import Interner, TraceEvent
 from tcx.core.model.aoti_provenance import AotiCompile
 from tcx.core.model.attempt_logs import ATTEMPT_EVENTS, AttemptLog, read_attempt_logs
-from tcx.core.model.bytecode_pairs import BYTECODE_ARTIFACTS, BytecodePair, read_bytecode_pairs
+from tcx.core.model.bytecode_pairs import BYTECODE_ARTIFACTS, BytecodePair, live_pairs, read_bytecode_pairs
 from tcx.core.model.cache_lookups import (
     CACHE_ARTIFACTS,
     CacheLookup,
@@ -26,6 +26,9 @@ from tcx.core.model.cache_lookups import (
     read_cache_lookups,
     read_cache_metrics,
 )
+from tcx.core.model.call_captures import CALL_KINDS, CallCaptures, read_call_captures
+from tcx.core.model.chromium_steps import STEP_EVENT, Step, read_steps
+from tcx.core.model.cost_capture import COST_EVENTS, RUN_END, CostCapture
 from tcx.core.model.cudagraph_decisions import Cudagraphs, read_cudagraphs
 from tcx.core.model.exports import ExportRun
 from tcx.core.model.facts import Compile, GraphBreak, Milestone, Recompile, Sources
@@ -34,14 +37,24 @@ from tcx.core.model.generated_code import PROVENANCE, GeneratedCode
 from tcx.core.model.graph_texts import GRAPH_EVENTS, Graphs, read_graphs
 from tcx.core.model.guard_sets import GuardSets, build_guard_sets
 from tcx.core.model.numerics_captures import NumericsCaptures, read_numerics
+from tcx.core.model.payload_sizes import PayloadSize, payload_size
 from tcx.core.model.preview import CudaPreview
 from tcx.core.model.process import ChildIdentity, child_identity
+from tcx.core.model.promotions import PROMOTION_EVENTS, Promotion, read_promotions
 from tcx.core.model.rank_facts import (
     COMPARED,
     CompileTraces,
     RankProgress,
     rank_progress,
     read_compile_traces,
+)
+from tcx.core.model.shape_facts import (
+    DESCRIBE_EVENTS,
+    SHAPE_EVENTS,
+    CompileShapes,
+    Dim,
+    read_marked_dynamic,
+    read_shape_facts,
 )
 from tcx.core.model.traced_frames import TracedFrame, read_traced_frames
 
@@ -159,8 +172,10 @@ class RunModel:
     sources: Sources
     unknown_events: Counter[str]
     problems: list[str]
-    documents: Documents
-    captures: Captures
+    # The raw events, private to core/model (tests/test_structure.py): views read the facts below;
+    # `tcx show --events` reads them through `raw_trace_events()`.
+    _documents: Documents
+    _captures: Captures
     # file names torch's stacks name by index (its `str` events), for the whole run
     interner: Interner = field(default_factory=Interner)
     exports: list[ExportRun] = field(default_factory=list)  # torch.export / draft_export calls
@@ -170,91 +185,102 @@ class RunModel:
     ranks: list[int] = field(default_factory=list)
     # The loaded input: only a multi-rank input's per-rank models are built from it again
     # (core/model/ranks.py); views read the facts above.
-    recording: Recording | None = None
+    _recording: Recording | None = None
+
+    def raw_trace_events(self) -> Documents:
+        """The structured-trace events themselves, for `tcx show --events / --event NAME`
+        (renderers/raw_events.py), which prints them raw on purpose: the one handle outside the
+        model (tests/test_structure.py allows it there alone)."""
+        return self._documents
 
     @property
     def run_start(self) -> dict[str, Any] | None:
-        return self.captures.first("run_start")
+        return self._captures.first("run_start")
 
     @property
     def program_exit(self) -> dict[str, Any] | None:
-        return self.captures.first("program_exit")
+        return self._captures.first("program_exit")
 
     @property
     def outcome(self) -> dict[str, Any] | None:
-        return self.captures.first("outcome")
+        return self._captures.first("outcome")
 
     @property
     def compile_calls(self) -> list[dict[str, Any]]:
-        return self.captures.of("compile_call")
+        return self._captures.of("compile_call")
 
     @property
     def calls(self) -> list[dict[str, Any]]:
-        return self.captures.of("call")
+        return self._captures.of("call")
 
     @property
     def logs(self) -> list[dict[str, Any]]:
-        return self.captures.of("log")
+        return self._captures.of("log")
 
     @functools.cached_property
     def guard_sets(self) -> GuardSets:
         """Each compile's guards (core/model/guard_sets.py): made when first asked, trees parsed lazily."""
         return build_guard_sets(
-            self.documents.of("dynamo_cpp_guards_str"),
-            self.captures.of("guards"),
-            self.captures.of("cache_entries"),
+            self._documents.of("dynamo_cpp_guards_str"),
+            self._captures.of("guards"),
+            self._captures.of("cache_entries"),
         )
 
     @functools.cached_property
     def generated_code(self) -> GeneratedCode:
         """Inductor's output-code modules with their provenance (core/model/generated_code.py)."""
-        return GeneratedCode(self.documents.of("inductor_output_code", PROVENANCE))
+        return GeneratedCode(self._documents.of("inductor_output_code", PROVENANCE))
 
     @functools.cached_property
     def cache_lookups(self) -> list[CacheLookup]:
         """Each compile-cache lookup torch logged, its payload parsed once (core/model/cache_lookups.py)."""
-        return read_cache_lookups(self.documents.of(*CACHE_ARTIFACTS))
+        return read_cache_lookups(self._documents.of(*CACHE_ARTIFACTS))
 
     @functools.cached_property
     def graphs(self) -> Graphs:
         """Each compile's graphs by stage, their texts read when asked (core/model/graph_texts.py)."""
-        return read_graphs(self.documents.of(*GRAPH_EVENTS), self.captures.of("partitioner_log"))
+        return read_graphs(self._documents.of(*GRAPH_EVENTS), self._captures.of("partitioner_log"))
 
     @functools.cached_property
     def fusion(self) -> list[FusionGraph]:
         """Inductor's fusion decisions per scheduled graph (core/model/fusion_decisions.py)."""
-        return read_fusion(self.captures.of("fusion"))
+        return read_fusion(self._captures.of("fusion"))
 
     @functools.cached_property
     def bytecode(self) -> list[BytecodePair]:
         """Each compiled frame's original and transformed bytecode (core/model/bytecode_pairs.py)."""
         return read_bytecode_pairs(
-            self.captures.of("bytecode"), self.documents.of(BYTECODE_ARTIFACTS), self.compiles
+            self._captures.of("bytecode"), self._documents.of(BYTECODE_ARTIFACTS), self.compiles
         )
+
+    @functools.cached_property
+    def live_bytecode(self) -> list[BytecodePair]:
+        """A live run's bytecode pairs alone, as recorded (nothing parsed from the log's artifacts)."""
+        return live_pairs(self._captures.of("bytecode"))
 
     @functools.cached_property
     def cudagraphs(self) -> Cudagraphs:
         """CUDA-graph decisions per graph (core/model/cudagraph_decisions.py)."""
-        return read_cudagraphs(self.captures.of("cudagraph"))
+        return read_cudagraphs(self._captures.of("cudagraph"))
 
     @functools.cached_property
     def cache_metrics(self) -> list[CacheMetrics]:
         """What torch's compilation_metrics say of the caches, per record (core/model/cache_lookups.py)."""
-        return read_cache_metrics(self.documents.of("compilation_metrics"))
+        return read_cache_metrics(self._documents.of("compilation_metrics"))
 
     @functools.cached_property
     def compile_traces(self) -> dict[str, CompileTraces]:
         """Per compile id, the logged facts ranks compare (core/model/rank_facts.py)."""
-        return read_compile_traces(self.documents.of(*COMPARED))
+        return read_compile_traces(self._documents.of(*COMPARED))
 
     def rank_progress(self, rank: int) -> RankProgress:
         """How far `rank` logged in this (its own) model (core/model/rank_facts.py)."""
-        return rank_progress(self.documents, rank)
+        return rank_progress(self._documents, rank)
 
     @functools.cached_property
     def traced(self) -> list[TracedFrame]:
         """Each compile attempt's traced instructions (core/model/traced_frames.py)."""
-        return read_traced_frames(self.captures.of("trace_instructions"))
+        return read_traced_frames(self._captures.of("trace_instructions"))
 
     @property
     def child(self) -> ChildIdentity:
@@ -264,17 +290,52 @@ class RunModel:
     @functools.cached_property
     def numerics(self) -> NumericsCaptures:
         """What a `tcx numerics` run recorded (core/model/numerics_captures.py)."""
-        captures = self.captures
+        captures = self._captures
         return read_numerics(
             captures.first("numerics_config"),
             captures.of("numerics_probe"),
             captures.first("numerics_report"),
         )
 
+    def chromium_steps(self) -> dict[str, list[Step]]:
+        """The steps torch timed per compile (core/model/chromium_steps.py): read when asked, not
+        kept (a large log has ~10^6 of them)."""
+        return read_steps(self._documents.of(STEP_EVENT))
+
+    @functools.cached_property
+    def shapes(self) -> dict[str, CompileShapes]:
+        """What each compile's shape environment logged (core/model/shape_facts.py)."""
+        return read_shape_facts(self._documents.of(*SHAPE_EVENTS), self.interner)
+
+    def marked_dynamic(self, compile_id: str) -> set[Dim]:
+        """The sizes the program marked dynamic for one compile (core/model/shape_facts.py): read
+        when asked, one compile at a time (a large log keeps these records on disk)."""
+        return read_marked_dynamic(self._documents.of(*DESCRIBE_EVENTS), compile_id)
+
+    def promotions(self) -> dict[str, list[Promotion]]:
+        """Sizes made symbolic per compile (core/model/promotions.py): new objects on each call (the
+        recompiles view attaches what each replaced)."""
+        return read_promotions(self._documents.of(*PROMOTION_EVENTS))
+
+    @functools.cached_property
+    def call_captures(self) -> CallCaptures:
+        """The recompiles capture's per-call records (core/model/call_captures.py)."""
+        return read_call_captures(*(self._captures.of(kind) for kind in CALL_KINDS))
+
+    @functools.cached_property
+    def cost_capture(self) -> CostCapture:
+        """The cost capture's records (core/model/cost_capture.py)."""
+        return CostCapture({kind: self._captures.of(kind) for kind in (*COST_EVENTS, RUN_END)})
+
+    def payload_sizes(self, *kinds: str) -> list[PayloadSize]:
+        """Each payload of these document kinds, sized from its reference alone (nothing is parsed
+        or read from disk): what the index a big run prints first estimates its views from."""
+        return [payload_size(ev) for ev in self._documents.of(*kinds)]
+
     @functools.cached_property
     def attempt_logs(self) -> dict[tuple[str, int], AttemptLog]:
         """What each compile attempt logged of why torch traced again (core/model/attempt_logs.py)."""
-        return read_attempt_logs(self.documents.of(*ATTEMPT_EVENTS))
+        return read_attempt_logs(self._documents.of(*ATTEMPT_EVENTS))
 
     @functools.cached_property
     def status(self) -> RunStatus:

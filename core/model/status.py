@@ -176,7 +176,7 @@ def run_status(m: RunModel) -> RunStatus:
     asked = features.value("device")
     devices: dict[str, list[str]] = {}
     if not asked:
-        for ev in m.documents.of("describe_tensor"):
+        for ev in m._documents.of("describe_tensor"):
             match = _DEVICE_TYPE.search(str(ev.body_field("device") or ""))
             found = devices.setdefault(ev.compile_id or "", [])
             if match and match.group("type") not in found:
@@ -243,7 +243,7 @@ def _program(m: RunModel) -> ProgramStatus:
 
 def _children(m: RunModel) -> ChildProcesses:
     out = ChildProcesses()
-    for event in m.captures.of("child_process"):
+    for event in m._captures.of("child_process"):
         if event.get("observed") is True and all(_is_count(event.get(c)) for c in CHILD_COUNTS):
             sites = event.get("graph_breaks")
             sites = [s for s in sites if isinstance(s, dict)] if isinstance(sites, list) else []
@@ -257,10 +257,10 @@ def _lost_compiles(m: RunModel) -> list[str]:
     """Compile ids tcx's own hooks saw whose compile the structured trace holds no record of."""
     if m.source_kind == "trace" or len(m.ranks) > 1:
         return []
-    traced = {ev.compile_id for name in _COMPILE_RECORDS for ev in m.documents.of(name)}
+    traced = {ev.compile_id for name in _COMPILE_RECORDS for ev in m._documents.of(name)}
     lost: dict[str, None] = {}
     for kind in _COMPILE_HOOK_EVENTS:
-        for event in m.captures.of(kind):
+        for event in m._captures.of(kind):
             cid = event.get("compile_id")
             if isinstance(cid, str) and _FRAME_COMPILE_ID.fullmatch(cid) and cid not in traced:
                 lost[cid] = None

@@ -521,10 +521,11 @@ def _change(
 def _node_lines(model: RunModel, compile_id: str | None, cache: str) -> dict[str, dict[str, Any]]:
     """Node name -> the user line it came from, from this compile's graph texts in this run."""
     out: dict[str, dict[str, Any]] = {}
+    graphs = model.graphs.every.get(compile_id, [])
     for event in _GRAPH_EVENTS[cache]:
-        for ev in model.documents.of(event):
-            if ev.compile_id == compile_id:
-                for node in parse_graph_nodes(ev.payload or ""):
+        for name, graph in graphs:
+            if name == event:
+                for node in parse_graph_nodes(graph.text):
                     if node.user_line and node.name not in out:
                         out[node.name] = node.user_line
     return out

@@ -14,8 +14,9 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from tcx.core.ingest.trace_events import TraceEvent
 from tcx.core.model import RunModel
+from tcx.core.model.fusion_decisions import FusionGraph
+from tcx.core.model.payload_sizes import PayloadSize
 from tcx.core.selection import Selection
 from tcx.core.selectors import rank_of
 
@@ -33,9 +34,6 @@ SHOWN_EVENTS: dict[str, tuple[str, ...]] = {
     "trace": (),
 }
 LINES_PER_COMPILE = 12  # titles, tables and notes around the payloads
-# Recorder events (live runs) a view prints, and their list that grows with the compile.
-SHOWN_RECORDER = {"trace": ("trace_instructions", "instructions"), "guards": ("guards", "guards"),
-                  "bytecode": ("bytecode", "transformed"), "fusion": ("fusion", "nodes")}  # fmt: skip
 TRACE_TEXT_LIMIT = 400  # `tcx trace` prints at most this many instructions per compile
 
 
@@ -64,41 +62,44 @@ def wants_index(view: str, model: RunModel, selection: Selection) -> bool:
 def estimated_lines(view: str, model: RunModel, selection: Selection) -> int:
     names = SHOWN_EVENTS.get(view, ())
     lines = LINES_PER_COMPILE * len(selection.compile_ids)
-    for ev in model.documents.of(*names) if names else ():
-        if selection.includes(ev.compile_id):
-            lines += payload_lines(ev)
-    kind, field = SHOWN_RECORDER.get(view, ("", ""))
-    for e in model.captures.of(kind) if kind else ():
-        if selection.includes(e.get("compile_id")):
-            n = len(e.get(field) or [])
-            if view == "trace":
-                lines += min(n, TRACE_TEXT_LIMIT)
-            elif view == "fusion":
-                lines += fusion_lines(e)
-            else:
-                lines += n
+    for size in model.payload_sizes(*names) if names else ():
+        if selection.includes(size.compile_id):
+            lines += payload_lines(size)
+    for compile_id, n in _recorded_lengths(view, model):
+        if selection.includes(compile_id):
+            lines += min(n, TRACE_TEXT_LIMIT) if view == "trace" else n
     return lines
 
 
-def fusion_lines(event: dict[str, Any]) -> int:
+def _recorded_lengths(view: str, model: RunModel) -> list[tuple[str | None, int]]:
+    """What a live run recorded for `view` that grows with the compile: (compile id, its lines)."""
+    if view == "trace":
+        return [(t.compile_id, len(t.instructions)) for t in model.traced]
+    if view == "guards":
+        return [(g.compile_id, len(g.guards)) for g in model.guard_sets.live]
+    if view == "bytecode":
+        return [(b.compile_id, len(b.transformed)) for b in model.live_bytecode]
+    if view == "fusion":
+        return [(f.compile_id, fusion_lines(f)) for f in model.fusion]
+    return []
+
+
+def fusion_lines(graph: FusionGraph) -> int:
     """About how many lines `tcx fusion` prints for one graph: a node's line or two and one per line
     of the user's that made it, a line per group and per reason a pair was not fused."""
-    nodes = event.get("nodes") or []
+    nodes = graph.nodes
     made_by = sum(len(n.get("user_lines") or []) for n in nodes if isinstance(n, dict))
-    reasons = {d.get("reason") for d in event.get("decisions") or [] if isinstance(d, dict)}
-    return 2 * len(nodes) + made_by + len(event.get("groups") or []) + len(reasons)
+    reasons = {d.get("reason") for d in graph.decisions if isinstance(d, dict)}
+    return 2 * len(nodes) + made_by + len(graph.groups) + len(reasons)
 
 
-def payload_lines(ev: TraceEvent) -> int:
+def payload_lines(size: PayloadSize) -> int:
     """About how many lines the payload has, from its size alone (a lazy payload stays on disk)."""
-    packed = ev.packed
-    if packed is None:
-        return 0
-    if isinstance(packed, str):
-        return packed.count("\n") + 1
-    if isinstance(packed, bytes):
-        return len(packed) * PACKED_RATIO // BYTES_PER_LINE
-    return len(packed) // BYTES_PER_LINE
+    if size.lines is not None:
+        return size.lines
+    if size.compressed_bytes:
+        return size.compressed_bytes * PACKED_RATIO // BYTES_PER_LINE
+    return size.disk_bytes // BYTES_PER_LINE
 
 
 def index_rows(model: RunModel, selection: Selection, view: str, target: str) -> list[IndexRow]:

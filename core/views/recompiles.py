@@ -25,10 +25,9 @@ from itertools import pairwise
 from typing import Any
 
 from tcx.core.analysis.recompile_remedies import RemedyContext, explain_call
-from tcx.core.analysis.shape_facts import shape_facts
-from tcx.core.ingest.trace_events import TraceEvent
 from tcx.core.model import Recompile, RunModel
 from tcx.core.model.guard_sets import GuardedTensor, GuardSummary
+from tcx.core.model.promotions import Promotion
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext import guards as guard_text
 from tcx.core.views.envelope import envelope
@@ -72,34 +71,6 @@ class FailedGuard:
             "dim": self.dim,
             "file": self.file,
             "line": self.line,
-        }
-
-
-@dataclass
-class Promotion:
-    """A dimension Dynamo made symbolic when it recompiled (automatic dynamic shapes)."""
-
-    compile_id: str
-    source: str
-    arg: str | None
-    dim: int | None
-    symbol: str
-    value: str | None
-    range: str | None
-    guards: list[dict[str, Any]] = field(default_factory=list)  # expr, file, line, code
-    replaced: str | None = None  # the static guard that failed, e.g. "size[0] == 128"
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "compile_id": self.compile_id,
-            "source": self.source,
-            "arg": self.arg,
-            "dim": self.dim,
-            "symbol": self.symbol,
-            "value": self.value,
-            "range": self.range,
-            "guards": self.guards,
-            "replaced": self.replaced,
         }
 
 
@@ -295,11 +266,9 @@ class RecompileReport:
 
 def analyze(model: RunModel, selection: Selection | None = None) -> RecompileReport:
     selection = selection or whole_run(model)
-    captured = model.captures
-    frame_calls = [e for e in captured.of("frame_call") if "hook_error" not in e]
-    checks = [e for e in captured.of("guard_check") if "hook_error" not in e]
-    configs = captured.of("recompile_config")
-    dropped_events = captured.of("frame_calls_dropped")
+    captured = model.call_captures
+    frame_calls, checks, configs = captured.frame_calls, captured.guard_checks, captured.configs
+    dropped_events = captured.dropped
     dropped, dropped_by_entry = _unlisted_hits(dropped_events)
     if dropped_by_entry is not None and not selection.whole_run:
         dropped = sum(n for cid, n in dropped_by_entry.items() if selection.includes(cid))
@@ -313,7 +282,7 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
     guards = {cid: tree.summary for cid, tree in model.guard_sets.tree_by_compile.items()}
     # One rule for every view and torch version: the model's recompiles (core/model/consumers.py).
     reasons = [_reason(r, names) for r in model.recompiles]
-    promotions = _promotions(model.documents.of(*_PROMOTION_EVENTS, "compilation_metrics"))
+    promotions = model.promotions()
     limit = _limit(model, configs, selection)
     reasons = [r for r in reasons if selection.includes(r.compile_id)]
     if frame_calls:
@@ -329,14 +298,14 @@ def analyze(model: RunModel, selection: Selection | None = None) -> RecompileRep
         model,
         calls,
         limit,
-        shape_facts(model),
+        model.shapes,
         states,
         {c: g.shape for c, g in guards.items()},
         {c: [{"arg": t.arg, "size": t.size} for t in g.tensors] for c, g in guards.items()},
     )
     for call in calls:
         explain_call(call, ctx)
-    what_ifs = [_what_if(e, names) for e in captured.of("what_if")]
+    what_ifs = [_what_if(e, names) for e in captured.what_ifs]
     what_ifs = [w for w in what_ifs if selection.includes_function(w.function)]
     return RecompileReport(
         model=model,
@@ -550,66 +519,6 @@ def _calls_from_trace(model: RunModel, reasons: list[Reason], names: dict[str, s
 
 
 # ---------------------------------------------------------------- entries and promotion
-
-
-_PROMOTION_EVENTS = frozenset({"create_symbol", "guard_added_fast", "guard_added"})
-
-
-def _promotions(events: list[TraceEvent]) -> dict[str, list[Promotion]]:
-    """Sizes Dynamo made symbolic when it recompiled a frame that starts static (automatic dynamic).
-    A frame compiled with dynamic=True has symbols from its first compile: none is a promotion.
-    Only a compile's last attempt counts (a restarted attempt logged the same symbols)."""
-    out: dict[str, list[Promotion]] = {}
-    by_symbol: dict[tuple[str, str], Promotion] = {}
-    last: dict[str, int] = {}
-    dynamic: set[str] = set()
-    for ev in events:
-        if ev.name in _PROMOTION_EVENTS and ev.compile_id:
-            last[ev.compile_id] = max(last.get(ev.compile_id, 0), ev.attempt)
-        elif ev.name == "compilation_metrics" and ev.compile_id and _compiled_dynamic(ev):
-            dynamic.add(ev.compile_id)
-    symbolic: set[tuple[str, str]] = set()  # (frame, source) made symbolic by an earlier compile
-    for ev in events:
-        if ev.name not in _PROMOTION_EVENTS or not ev.compile_id or not isinstance(ev.body, dict):
-            continue
-        if ev.attempt != last.get(ev.compile_id) or ev.compile_id in dynamic:
-            continue
-        if ev.name == "create_symbol":
-            source = str(ev.body.get("source", ""))
-            frame = ev.compile_id.split("/")[0]
-            if (frame, source) in symbolic:  # symbolic since an earlier entry: not promoted here
-                continue
-            symbolic.add((frame, source))
-            size = guard_text.size_source(source)
-            p = Promotion(
-                compile_id=ev.compile_id,
-                source=source,
-                arg=size[0] if size else guard_text.source_name(source),
-                dim=size[1] if size else None,
-                symbol=str(ev.body.get("symbol")),
-                value=str(ev.body.get("val")) if ev.body.get("val") is not None else None,
-                range=str(ev.body.get("vr")) if ev.body.get("vr") is not None else None,
-            )
-            out.setdefault(ev.compile_id, []).append(p)
-            by_symbol[(ev.compile_id, p.symbol)] = p
-        elif ev.name in ("guard_added_fast", "guard_added"):
-            expr = str(ev.body.get("expr", ""))
-            stack = ev.body.get("user_stack") or []
-            top = stack[-1] if stack and isinstance(stack[-1], dict) else {}
-            for (cid, sym), p in by_symbol.items():
-                if cid == ev.compile_id and re.search(rf"\b{re.escape(sym)}\b", expr):
-                    p.guards.append({"expr": expr, "line": top.get("line"), "code": top.get("loc")})
-    return out
-
-
-def _compiled_dynamic(ev: TraceEvent) -> bool:
-    """torch.compile(dynamic=True) compiles with assume_static_by_default off (torch's own config)."""
-    config = ev.body.get("dynamo_config") if isinstance(ev.body, dict) else None
-    try:
-        parsed = json.loads(config) if isinstance(config, str) else config
-    except ValueError:
-        return False
-    return isinstance(parsed, dict) and parsed.get("assume_static_by_default") is False
 
 
 def _entries(

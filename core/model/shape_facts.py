@@ -20,11 +20,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tcx.core.ingest.trace_events import Interner, TraceEvent
-from tcx.core.model import RunModel
 from tcx.core.torchtext import guards as guard_text
 
-_EVENTS = frozenset({"create_symbol", "symbolic_shape_specialization", "guard_added_fast"})
-_DESCRIBE = frozenset({"describe_tensor", "describe_source"})
+SHAPE_EVENTS = ("create_symbol", "symbolic_shape_specialization", "guard_added_fast")
+DESCRIBE_EVENTS = ("describe_tensor", "describe_source")
 
 
 @dataclass(frozen=True)
@@ -47,9 +46,6 @@ class Dim:
     @property
     def text(self) -> str:
         return f"{self.arg}.size({self.dim})" if self.dim is not None else self.arg
-
-
-_SIZE_SIDE = re.compile(r"(?P<src>\S+)\.size\(\)\[(?P<dim>\d+)\]")  # one side of a tie: `L['y'].size()[0]`
 
 
 def dim_of(source: str) -> Dim:
@@ -96,14 +92,13 @@ class CompileShapes:
         return next((s for s in self.specializations if dim in s.dims), None)
 
 
-def shape_facts(model: RunModel) -> dict[str, CompileShapes]:
-    """compile id -> what its last attempt's shape environment logged."""
-    events = model.documents.of(*_EVENTS)
+def read_shape_facts(events: list[TraceEvent], interner: Interner) -> dict[str, CompileShapes]:
+    """compile id -> what its last attempt's shape environment logged (`events`: the SHAPE_EVENTS
+    documents, in log order)."""
     last_attempt: dict[str, int] = {}
     for ev in events:
         if ev.compile_id:
             last_attempt[ev.compile_id] = max(last_attempt.get(ev.compile_id, 0), ev.attempt)
-    interner = model.interner
     out: dict[str, CompileShapes] = {}
     guards: dict[str, list[tuple[str, UserLine | None]]] = {}
     for ev in events:
@@ -137,13 +132,13 @@ def shape_facts(model: RunModel) -> dict[str, CompileShapes]:
     return out
 
 
-def marked_dynamic(model: RunModel, compile_id: str) -> set[Dim]:
+def read_marked_dynamic(events: list[TraceEvent], compile_id: str) -> set[Dim]:
     """The dimensions the program marked with torch._dynamo.mark_dynamic, as torch described the
     compile's input tensors (`dynamo_dynamic_indices`). Asked for one compile at a time: a large
     log keeps these records on disk."""
     described: dict[tuple[Any, Any, int], list[int]] = {}  # (describer, id, attempt) -> dims
     out: set[Dim] = set()
-    for ev in model.documents.of(*_DESCRIBE):
+    for ev in events:
         if ev.compile_id != compile_id:
             continue
         key = (ev.body_field("describer_id"), ev.body_field("id"), ev.attempt)
@@ -192,24 +187,3 @@ def _user_line(body: dict[str, Any], interner: Interner, ev: TraceEvent) -> User
         line=line if isinstance(line, int) else None,
         code=str(last.get("loc") or ""),
     )
-
-
-def tied_sizes(dim: Dim, guards: list[str]) -> list[Dim]:
-    """The argument sizes that guards of the form `L['y'].size()[0] == L['x'].size()[0]` tie to `dim`,
-    followed from one tie to the next. Marking `dim` dynamic alone while a tied size stays static
-    makes torch raise ConstraintViolationError, so a remedy marks them together."""
-    pairs = []
-    for guard in guards:
-        sides = [_SIZE_SIDE.fullmatch(side.strip()) for side in guard.split(" == ")]
-        if len(sides) == 2 and sides[0] and sides[1]:
-            a, b = (Dim(guard_text.source_name(m["src"]), int(m["dim"])) for m in sides if m)
-            pairs.append((a, b))
-    tied, todo = [dim], [dim]
-    while todo:
-        d = todo.pop()
-        for a, b in pairs:
-            other = b if a == d else a if b == d else None
-            if other is not None and other not in tied:
-                tied.append(other)
-                todo.append(other)
-    return [d for d in tied[1:] if d.arg.isidentifier()]  # an argument the caller can mark

@@ -1,0 +1,34 @@
+"""Sizes that torch's guards tie together: what a remedy marking one size dynamic must mark with it.
+
+Pure and torch-free: it reads guard texts, as core/model/guard_sets.py keeps them.
+"""
+
+from __future__ import annotations
+
+import re
+
+from tcx.core.model.shape_facts import Dim
+from tcx.core.torchtext import guards as guard_text
+
+_SIZE_SIDE = re.compile(r"(?P<src>\S+)\.size\(\)\[(?P<dim>\d+)\]")  # one side of a tie: `L['y'].size()[0]`
+
+
+def tied_sizes(dim: Dim, guards: list[str]) -> list[Dim]:
+    """The argument sizes that guards of the form `L['y'].size()[0] == L['x'].size()[0]` tie to `dim`,
+    followed from one tie to the next. Marking `dim` dynamic alone while a tied size stays static
+    makes torch raise ConstraintViolationError, so a remedy marks them together."""
+    pairs = []
+    for guard in guards:
+        sides = [_SIZE_SIDE.fullmatch(side.strip()) for side in guard.split(" == ")]
+        if len(sides) == 2 and sides[0] and sides[1]:
+            a, b = (Dim(guard_text.source_name(m["src"]), int(m["dim"])) for m in sides if m)
+            pairs.append((a, b))
+    tied, todo = [dim], [dim]
+    while todo:
+        d = todo.pop()
+        for a, b in pairs:
+            other = b if a == d else a if b == d else None
+            if other is not None and other not in tied:
+                tied.append(other)
+                todo.append(other)
+    return [d for d in tied[1:] if d.arg.isidentifier()]  # an argument the caller can mark
