@@ -229,16 +229,34 @@ def test_a_planted_import_against_the_stages_fails(tree_copy, module, code, offe
         (tree_copy / module).write_text(before)
 
 
-def test_a_planted_lazy_import_that_closes_a_package_cycle_fails(tree_copy):
+@pytest.mark.parametrize(
+    ("module", "code", "cycle"),
+    [
+        (  # views import cost: cost importing views (the review's views<->cost cycle) closes it
+            "core/cost/findings.py",
+            "def _f():\n    from tcx.core.views.recompiles import analyze\n\n    return analyze\n",
+            ["tcx.core.cost", "tcx.core.views"],
+        ),
+        (  # the run imports views: a view importing the run (the review's views<->run cycle) closes it
+            "core/views/explain.py",
+            "def _f():\n    from tcx.core.run.inputs import open_file\n\n    return open_file\n",
+            ["tcx.core.run", "tcx.core.views"],
+        ),
+        (  # fix imports views: a view importing fix at module level closes it
+            "core/views/report.py",
+            "import tcx.core.fix.verify\n",
+            ["tcx.core.fix", "tcx.core.views"],
+        ),
+    ],
+)
+def test_a_planted_import_that_closes_a_package_cycle_fails(tree_copy, module, code, cycle):
     assert package_cycles(tree_copy) == []
-    module = tree_copy / "core" / "cost" / "findings.py"  # views import cost: cost importing views closes it
-    before = _plant(
-        module, "def _f():\n    from tcx.core.views.recompiles import analyze\n\n    return analyze\n"
-    )
+    path = tree_copy / module
+    before = _plant(path, code)
     try:
-        assert package_cycles(tree_copy) == [["tcx.core.cost", "tcx.core.views"]]
+        assert package_cycles(tree_copy) == [cycle]
     finally:
-        module.write_text(before)
+        path.write_text(before)
 
 
 # Every way code reads raw events instead of the model's facts: the model's private indexes of torch's
