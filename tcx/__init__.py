@@ -3,6 +3,10 @@
 From Python (tcx/api.py): `with tcx.record() as run:` records a block in-process, `tcx.load(path)`
 opens a recording or a TORCH_TRACE log, and `run.explain()`, `run.guards()`, … build the views.
 Importing tcx stays cheap: these are imported on first use, torch only when a block is recorded.
+
+May import (tests/test_structure.py holds it): nothing of tcx's at import time (every stage reads
+its version); its modules (api.py, pytest_plugin.py, __main__.py) use the CLI, core and the
+renderers, and nothing in core imports tcx.api.
 """
 
 from __future__ import annotations

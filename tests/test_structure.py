@@ -131,12 +131,16 @@ BELOW = {
     "tcx.core.views": LOWER | {"tcx.core.cost", "tcx.core.numerics"},
     "tcx.core.run": LOWER | {"tcx.core.cost", "tcx.core.numerics", "tcx.core.views"},
     "tcx.core.fix": LOWER | {"tcx.core.cost", "tcx.core.numerics", "tcx.core.views"},
+    # the child process: writes events (ingest's schema), reads torch's text, hooks numerics' probes
+    "tcx.core.recorder": {"tcx.core.torchtext", "tcx.core.ingest", "tcx.core.model", "tcx.core.numerics"},
 }
 # files: how every file tcx writes is written (never through a link); pysource: Python source as
 # the interpreter reads it (its encoding and lines), for the recorder, fix, renderers and MCP alike;
 # budgets: the counts `tcx check` can limit, which the CLI declares at `tcx --help` time.
 BASICS = {"budgets", "errors", "files", "frames", "pysource", "selection", "selectors"}
 NEVER_BELOW_THE_CLI = ("tcx.cli", "tcx.renderers", "tcx.tui", "tcx.api")
+# Above core: the renderers never import the CLI or the TUI, the TUI never the CLI.
+NEVER_FROM = {"tcx.renderers": ("tcx.cli", "tcx.tui"), "tcx.tui": ("tcx.cli",)}
 
 
 def stage_offenders(root: Path = REPO) -> list[str]:
@@ -148,6 +152,9 @@ def stage_offenders(root: Path = REPO) -> list[str]:
         stage = next((s for s in BELOW if name == s or name.startswith(s + ".")), None)
         for target in imports(path, known):
             above_the_cli = name.startswith("tcx.core") and target.startswith(NEVER_BELOW_THE_CLI)
+            above_the_cli |= any(
+                name.startswith(p) and target.startswith(forbidden) for p, forbidden in NEVER_FROM.items()
+            )
             later = (
                 stage
                 and (target + ".").startswith(core_folders)
@@ -156,6 +163,27 @@ def stage_offenders(root: Path = REPO) -> list[str]:
             if above_the_cli or later:
                 offenders.append(f"{name} -> {target}")
     return offenders
+
+
+def may_import(init: Path) -> str | None:
+    """The paragraph of a package's docstring that says what it may import (None: it has none)."""
+    doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+    return next((p for p in doc.split("\n\n") if p.startswith(MAY_IMPORT)), None)
+
+
+MAY_IMPORT = "May import (tests/test_structure.py holds it):"
+
+
+def test_each_package_says_what_it_may_import_as_the_stages_hold_it():
+    """Every package's __init__.py has its `May import` paragraph; a stage of core/ lists exactly the
+    stages before it (the folders named before a `; never` or `; not`)."""
+    inits = sorted(p for folder in PACKAGES.values() for p in REPO.joinpath(folder).rglob("__init__.py"))
+    missing = [p.relative_to(REPO).as_posix() for p in inits if may_import(p) is None]
+    assert missing == []
+    for stage, below in BELOW.items():
+        text = may_import(REPO / "core" / stage.rsplit(".", 1)[1] / "__init__.py") or ""
+        allowed = re.split(r";\s*(?:never|not)\b", text)[0]
+        assert set(re.findall(r"core/(\w+)", allowed)) == {s.rsplit(".", 1)[1] for s in below}, stage
 
 
 def package(name: str) -> str:
@@ -217,6 +245,16 @@ def _plant(path: Path, code: str) -> str:
             "core/run/observed.py",
             "def _f():\n    import tcx.core.fix.verify\n",
             "tcx.core.run.observed -> tcx.core.fix.verify",
+        ),
+        (  # the recorder (the child process) importing a view
+            "core/recorder/child.py",
+            "def _f():\n    from tcx.core.views import registry\n",
+            "tcx.core.recorder.child -> tcx.core.views.registry",
+        ),
+        (  # a renderer importing the CLI
+            "renderers/safe.py",
+            "def _f():\n    from tcx.cli import common\n",
+            "tcx.renderers.safe -> tcx.cli.common",
         ),
     ],
 )

@@ -1,4 +1,4 @@
-"""What the views conclude from the model: remedies, restarts, compile phases, shapes, kernels.
+"""What the views conclude from the model: remedies, restarts, compile phases, tied sizes, kernels.
 
 Torch-free; each module reads typed facts of core/model/ and is shared by two or more views.
 

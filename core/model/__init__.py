@@ -1,4 +1,4 @@
-"""The run model (issue 24): facts built once from a recording or a log, read by every view.
+"""The run model: facts built once from a recording or a log, read by every view.
 
 facts.py (compiles, breaks, recompiles, sources), run.py (RunModel, Documents, Captures),
 status.py (how the run went), conditions.py (backend and caches), failure.py (what failed and
@@ -13,12 +13,18 @@ compiled frame's original and transformed bytecode), cudagraph_decisions.py (CUD
 per graph), rank_facts.py (what ranks compare: per compile, and how far each rank logged),
 traced_frames.py (the instructions Dynamo traced per compile attempt), process.py (the child process
 a recording is of), numerics_captures.py (what a `tcx numerics` run recorded),
-attempt_logs.py (what each compile attempt logged of why torch traced again).
+attempt_logs.py (what each compile attempt logged of why torch traced again), chromium_steps.py
+(the steps torch timed per compile), shape_facts.py (what the shape environment logged: symbols,
+specializations, sizes marked dynamic), promotions.py (sizes made symbolic on a recompile),
+call_captures.py (the recompiles capture's per-call records), cost_capture.py (what `tcx cost`
+recorded), payload_sizes.py (a payload's size without reading it).
 The counts a budget can limit live in core/budgets.py, below the model, so `tcx --help` declares
 `tcx check`'s options without importing it.
 
 May import (tests/test_structure.py holds it): core/torchtext, core/ingest and core's top-level
-basics. It is the only reader of raw events outside the readers and the recorder.
+basics. It and the readers (core/ingest) alone read raw events: they are private here
+(`_documents`, `_captures`, `_recording`), and `tcx show --events` reads them through one handle,
+RunModel.raw_trace_events().
 """
 
 from tcx.core.model.build import KNOWN_EVENTS, build_model

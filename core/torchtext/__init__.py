@@ -12,4 +12,6 @@
 - `graph_break_text` the `dynamo_graph_break_reason` artifact, in fields
 
 Every parser here is tested on text saved from real torch runs (tests/data/torchtext/).
+
+May import (tests/test_structure.py holds it): nothing of tcx's; every other stage imports it.
 """
