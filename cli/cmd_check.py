@@ -61,7 +61,8 @@ def command(**params: Any) -> None:
     from tcx.core.views.check import budgets_from, compare_baseline, evaluate, write_baseline
     from tcx.renderers.formats import write
 
-    budgets = budgets_from(params, baseline=bool(params["baseline"] or params["write_baseline"]))
+    asked = {key: params.get(key) for key in BUDGETS}
+    budgets = budgets_from(asked, baseline=bool(params["baseline"] or params["write_baseline"]))
     # Overrides the user chose for this check: a live run uses them, and a recording made with
     # them is accepted (any other run that did not compile as the program does fails, exit 4).
     accepted = {k: str(params[k]) for k in OVERRIDES if params.get(k) is not None}

@@ -29,11 +29,15 @@ def load(
     `build_run_options`); `fresh_compile` turns the compile caches off for views that must see
     every stage compiled; `extend` may append events to a live run's recording (cli/session.py)."""
     from tcx.cli.session import load as load_target
-    from tcx.core.selectors import from_params
+    from tcx.core.selectors import Selectors
 
     opts = build_run_options(params, fresh_compile, capture)
     loaded = load_target(params["target"], opts, extend)
-    loaded.selectors = from_params(params)  # --compile, --kernel, --rank: applied by selection()
+    loaded.selectors = Selectors(  # --compile, --kernel, --rank: applied by selection()
+        compiles=tuple(params.get("compiles") or ()),
+        kernel=params.get("kernel") or None,
+        ranks=tuple(params.get("ranks") or ()),
+    )
     loaded.model.sources.user_roots = tuple(params.get("source_roots") or ())  # core/ingest/source_roots.py
     return loaded
 

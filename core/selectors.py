@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from tcx.core.errors import UsageError
 from tcx.core.model import RunModel
@@ -30,14 +29,6 @@ class Selectors:
     @property
     def given(self) -> bool:
         return bool(self.compiles or self.kernel or self.ranks)
-
-
-def from_params(params: dict[str, Any]) -> Selectors:
-    return Selectors(
-        compiles=tuple(params.get("compiles") or ()),
-        kernel=params.get("kernel") or None,
-        ranks=tuple(params.get("ranks") or ()),
-    )
 
 
 def narrow(model: RunModel, selection: Selection, selectors: Selectors) -> Selection:

@@ -6,6 +6,7 @@ that compiled where tcx could not record it makes the check fail with exit 4 (no
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,9 +114,10 @@ class CheckResult:
         return EXIT_INPUT if incomplete or self.not_as_program else EXIT_OK
 
 
-def budgets_from(params: dict[str, Any], baseline: bool = False) -> dict[str, float]:
-    """The budgets asked for, by key (a Budget's, as in BUDGETS: `max_graph_breaks`)."""
-    budgets = {k: params[k] for k in BUDGETS if params.get(k) is not None}
+def budgets_from(asked: Mapping[str, float | None], baseline: bool = False) -> dict[str, float]:
+    """The budgets asked for, by key (a Budget's, as in BUDGETS: `max_graph_breaks`), from the value
+    each was given (None: not asked); the command layer passes these values alone, not its options."""
+    budgets = {k: v for k in BUDGETS if (v := asked.get(k)) is not None}
     if not budgets and not baseline:
         raise UsageError(
             "tcx check needs at least one budget (e.g. --max-graph-breaks 0 or --max-recompiles 2) "
