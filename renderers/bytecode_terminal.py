@@ -57,7 +57,8 @@ def side_by_side(left: list[Text], right: list[Text], width: int) -> list[Text]:
     return rows
 
 
-def _render_frame(f: Frame, console: Console) -> None:
+def _render_frame(frame: Frame, console: Console) -> None:
+    f = frame.pair
     head = Text(f"compile {clean(f.compile_id)}", style="title")
     head.append(f" · {clean(f.function)} ", style="bold")
     head.append(location(f.file, f.firstlineno), style="loc")
@@ -81,9 +82,9 @@ def _render_frame(f: Frame, console: Console) -> None:
         console.print(
             Text("  (decompiled source needs a live run: this log has dis text only)", style="muted")
         )
-    if f.calls:
+    if frame.calls:
         console.print(Text("  calls, in order:", style="bold"))
-        for c in f.calls:
+        for c in frame.calls:
             t = Text("    → ")
             if c.get("kind") == "graph":
                 t.append(f"compiled graph {clean(c['name'])}", style="good")

@@ -36,12 +36,13 @@ def render_trace(view: TraceView, console: Console, *, limit: int | None = None)
 
 
 def _render_compile(comp: TraceCompile, view: TraceView, console: Console, limit: int) -> None:
-    head = Text(f"compile {clean(comp.compile_id)}", style="title")
-    head.append(f" attempt {comp.attempt}" if comp.attempt or comp.restarted else "", style="title")
-    head.append(f" · {clean(comp.function)} ", style="bold")
-    head.append(location(comp.file, comp.firstlineno), style="loc")
+    frame = comp.frame
+    head = Text(f"compile {clean(frame.compile_id)}", style="title")
+    head.append(f" attempt {frame.attempt}" if frame.attempt or comp.restarted else "", style="title")
+    head.append(f" · {clean(frame.function)} ", style="bold")
+    head.append(location(frame.file, frame.firstlineno), style="loc")
     console.print(Wrapped(head, prose=True))
-    facts = [f"{len(comp.instructions) + comp.elided} instructions", f"{len(comp.graph_nodes)} graph nodes"]
+    facts = [f"{len(comp.instructions) + frame.elided} instructions", f"{len(comp.graph_nodes)} graph nodes"]
     if comp.compiled_at:
         facts.append(f"graph compiled at {_offset(comp.compiled_at)} {comp.compiled_at['opname']}")
     if comp.graph_break:
@@ -69,7 +70,7 @@ def _render_compile(comp: TraceCompile, view: TraceView, console: Console, limit
         console.print(Wrapped(row, hang=stack_column))
         for extra in _annotations(indent, ins):
             console.print(Wrapped(extra, hang=len(indent) + 13))
-    hidden = len(comp.instructions) - len(shown) + comp.elided
+    hidden = len(comp.instructions) - len(shown) + comp.frame.elided
     if hidden > 0:
         console.print(
             Text(f"  … {hidden} more instruction{'s' if hidden != 1 else ''} not shown", style="warn").append(

@@ -26,15 +26,10 @@ SCHEMA = "tcx.bytecode/1"
 
 @dataclass
 class Frame:
-    compile_id: str | None
-    function: str
-    file: str | None
-    firstlineno: int | None
-    original: list[dict[str, Any]]
-    transformed: list[dict[str, Any]]
-    transformed_source: str | None
-    decompiled_with: str | None
-    original_source: str | None
+    """A compiled frame's bytecode pair (the model's, core/model/bytecode_pairs.py) and what its
+    transformed code calls, resolved by this view: compiled graphs, resume functions, their compiles."""
+
+    pair: BytecodePair
     calls: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -48,30 +43,13 @@ class BytecodeView:
 
 def build_bytecode(model: RunModel, selection: Selection | None = None) -> BytecodeView:
     selection = selection or whole_run(model)
-    frames = [_frame(pair) for pair in model.bytecode]
-    for fr in frames:
-        fr.calls = _calls(fr, frames)
+    pairs = model.bytecode
+    frames = [Frame(pair, _calls(pair, pairs)) for pair in pairs]
     reason = None
     if not frames:
         reason = model.status.features.why("bytecode") or "no frame was compiled in this run"
-    frames = [f for f in frames if selection.includes(f.compile_id)]
+    frames = [f for f in frames if selection.includes(f.pair.compile_id)]
     return BytecodeView(model=model, selection=selection, frames=frames, unavailable=reason)
-
-
-def _frame(pair: BytecodePair) -> Frame:
-    """The view's own frame of a model's pair (the view adds where each call leads)."""
-    return Frame(
-        compile_id=pair.compile_id,
-        function=pair.function,
-        file=pair.file,
-        firstlineno=pair.firstlineno,
-        original=pair.original,
-        transformed=pair.transformed,
-        transformed_source=pair.transformed_source,
-        decompiled_with=pair.decompiled_with,
-        original_source=pair.original_source,
-        calls=[{"name": n} for n in pair.called],
-    )
 
 
 def _line_at(rows: list[dict[str, Any]], offset: int) -> int | None:
@@ -89,7 +67,7 @@ def _resumes(name: str, function: str) -> bool:
     return bool(resumed and resumed[0] == function)
 
 
-def _resumes_at(frame: Frame) -> int | None:
+def _resumes_at(frame: BytecodePair) -> int | None:
     """The user line a resume function continues at: where its prologue jumps into the original code."""
     for r in frame.original:
         if r["opname"].startswith("JUMP"):
@@ -98,11 +76,10 @@ def _resumes_at(frame: Frame) -> int | None:
     return None
 
 
-def _calls(frame: Frame, frames: list[Frame]) -> list[dict[str, Any]]:
+def _calls(frame: BytecodePair, pairs: list[BytecodePair]) -> list[dict[str, Any]]:
     """What the transformed code calls, in order: compiled graphs, resume functions and their compiles."""
-    out = []
-    for call in frame.calls:
-        name = call["name"]
+    out: list[dict[str, Any]] = []
+    for name in frame.called:
         if is_compiled_graph_global(name):
             out.append({"name": name, "kind": "graph", "compile_ids": [frame.compile_id]})
             continue
@@ -110,7 +87,7 @@ def _calls(frame: Frame, frames: list[Frame]) -> list[dict[str, Any]]:
         line = _line_at(frame.original, offset) if offset is not None else None
         resumed = parse_resume(frame.function)
         target = resumed[0] if resumed else frame.function
-        matches = [f for f in frames if _resumes(f.function, target) and _resumes_at(f) == line]
+        matches = [f for f in pairs if _resumes(f.function, target) and _resumes_at(f) == line]
         out.append(
             {
                 "name": name,
@@ -129,15 +106,15 @@ def to_json(view: BytecodeView) -> dict[str, Any]:
         "unavailable_reason": view.unavailable,
         "frames": [
             {
-                "compile_id": f.compile_id,
-                "function": f.function,
-                "file": f.file,
-                "firstlineno": f.firstlineno,
-                "original": f.original,
-                "transformed": f.transformed,
-                "transformed_source": f.transformed_source,
-                "decompiled_with": f.decompiled_with,
-                "original_source": f.original_source,
+                "compile_id": f.pair.compile_id,
+                "function": f.pair.function,
+                "file": f.pair.file,
+                "firstlineno": f.pair.firstlineno,
+                "original": f.pair.original,
+                "transformed": f.pair.transformed,
+                "transformed_source": f.pair.transformed_source,
+                "decompiled_with": f.pair.decompiled_with,
+                "original_source": f.pair.original_source,
                 "calls": f.calls,
             }
             for f in view.frames

@@ -329,7 +329,9 @@ def _pipeline(
         "trace",
         views,
         failures,
-        lambda: {c.compile_id: len(c.instructions) for c in views["trace"].compiles if not c.attempt},
+        lambda: {
+            c.frame.compile_id: len(c.instructions) for c in views["trace"].compiles if not c.frame.attempt
+        },
         {},
     )
     aot: dict[str, AotStage] = _summed(

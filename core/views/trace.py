@@ -9,7 +9,7 @@ so for them the view says it needs a live run.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tcx.core.analysis.restarts import restarts_by_attempt
@@ -29,19 +29,16 @@ _SOURCE_IN_ITEM = re.compile(r"(?:@|lazy \S+ )(?P<src>[LG]\[.*)$")
 
 @dataclass
 class TraceCompile:
-    compile_id: str | None
-    attempt: int
-    function: str
-    file: str | None
-    firstlineno: int | None
-    instructions: list[dict[str, Any]]
-    elided: int = 0
+    """One traced compile attempt as the view shows it: the model's frame (core/model/traced_frames.py)
+    with its instructions annotated (nodes, guards, branch decisions, folding) and where it ended."""
+
+    frame: TracedFrame
+    instructions: list[dict[str, Any]]  # the frame's, annotated
     graph_break: dict[str, Any] | None = None
     compiled_at: dict[str, Any] | None = None
     error: str | None = None
     restarted: bool = False  # a later attempt of the same compile id exists
     restart_reason: str | None = None  # why torch traced it again (core/analysis/restarts.py)
-    unattributed: list[str] = field(default_factory=list)
 
     @property
     def graph_nodes(self) -> list[str]:
@@ -73,15 +70,16 @@ def build_trace(model: RunModel, selection: Selection | None = None) -> TraceVie
     compiles = [_compile(e, guard_sources.get(e.compile_id, {})) for e in events]
     seen: dict[str | None, TraceCompile] = {}
     for c in compiles:
-        if c.compile_id in seen and seen[c.compile_id].attempt < c.attempt:
-            seen[c.compile_id].restarted = True
-        seen[c.compile_id] = c
+        cid = c.frame.compile_id
+        if cid in seen and seen[cid].frame.attempt < c.frame.attempt:
+            seen[cid].restarted = True
+        seen[cid] = c
     if any(c.restarted for c in compiles):
         why = restarts_by_attempt(model)
         for c in compiles:
-            restart = why.get((c.compile_id or "", c.attempt)) if c.restarted else None
+            restart = why.get((c.frame.compile_id or "", c.frame.attempt)) if c.restarted else None
             c.restart_reason = restart.reason if restart else None
-    compiles = [c for c in compiles if selection.includes(c.compile_id)]
+    compiles = [c for c in compiles if selection.includes(c.frame.compile_id)]
     return TraceView(
         model=model, selection=selection, compiles=compiles, unavailable=reason, total_compiles=len(compiles)
     )
@@ -153,17 +151,7 @@ def _compile(event: TracedFrame, guards: dict[str, list[str]]) -> TraceCompile:
     if records and records[-1].get("exc") and compiled_at is None:
         error = records[-1]["exc"]
     return TraceCompile(
-        compile_id=event.compile_id,
-        attempt=event.attempt,
-        function=event.function,
-        file=event.file,
-        firstlineno=event.firstlineno,
-        instructions=ins_out,
-        elided=event.elided,
-        graph_break=graph_break,
-        compiled_at=compiled_at,
-        error=error,
-        unattributed=list(event.unattributed),
+        frame=event, instructions=ins_out, graph_break=graph_break, compiled_at=compiled_at, error=error
     )
 
 
@@ -244,17 +232,17 @@ def _compile_json(c: TraceCompile, limit: int | None = None) -> dict[str, Any]:
         "error",
     )
     return {
-        "compile_id": c.compile_id,
-        "attempt": c.attempt,
-        "function": c.function,
-        "file": c.file,
-        "firstlineno": c.firstlineno,
+        "compile_id": c.frame.compile_id,
+        "attempt": c.frame.attempt,
+        "function": c.frame.function,
+        "file": c.frame.file,
+        "firstlineno": c.frame.firstlineno,
         "restarted": c.restarted,
         "restart_reason": c.restart_reason,
         "graph_break": c.graph_break,
         "compiled_at": c.compiled_at,
         "error": c.error,
-        "elided_instructions": c.elided + len(c.instructions) - len(shown),
+        "elided_instructions": c.frame.elided + len(c.instructions) - len(shown),
         "graph_nodes": c.graph_nodes,
         "instructions": [{k: ins[k] for k in keep} for ins in shown],
     }
