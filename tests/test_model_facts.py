@@ -4,6 +4,8 @@ before the family moved into the model: their JSON on every fixture was compared
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from conftest import PROGRAMS, REPO, TRACE_FIXTURES, shared_run
 
@@ -331,3 +333,98 @@ def test_each_compile_attempt_says_what_made_torch_trace_again():
     # compiles 3/1 and 3/2 traced a Python float as a symbol and kept it (not specialized: no restart)
     traced_floats = {key: log.floats for key, log in logs.items() if log.floats or log.specialized}
     assert traced_floats == {("3/1", 0): {"zf2": "___stack0"}, ("3/2", 0): {"zf2": "___stack0"}}
+
+
+# ------------------------------------------------- the families that replaced the last raw reads
+
+
+def test_each_compiles_timed_steps_are_its_chromium_events_and_fill_its_phases():
+    from tcx.core.analysis.compile_phases import compile_times
+
+    model = build_model(load_recording(SEED_F))
+    steps = model.chromium_steps()
+    assert {cid: len(s) for cid, s in steps.items()} == {"0/0": 175, "0/1": 168, "0/2": 168}
+    # each begin or end torch logged inside a compile (not its instant events, not a step outside)
+    raw = [ev for ev in model.raw_trace_events() if ev.name == "chromium_event"]
+    marks = [ev for ev in raw if ev.compile_id and json.loads(ev.payload or "{}").get("ph") in ("B", "E")]
+    assert sum(map(len, steps.values())) == len(marks) == 511 < len(raw)
+    times = compile_times(model)
+    assert {cid: sorted(t.phases) for cid, t in times.items()} == {
+        cid: ["AOTAutograd", "Dynamo", "Inductor"] for cid in ("0/0", "0/1", "0/2")
+    }
+
+
+def test_shape_facts_and_promotions_of_the_seed_functions_recompile():
+    """seed f recompiled for x=[256,32]: torch made x.size(0) the symbol s77 (a promotion, guarded by
+    the program's `if x.shape[0] > 64`), and 0/2 reused the symbol (no second promotion)."""
+    model = build_model(load_recording(SEED_F))
+    assert {cid: list(s.symbols.values()) for cid, s in model.shapes.items()} == {
+        "0/1": [("s77", "256")],
+        "0/2": [("s77", "32")],
+    }
+    promotions = model.promotions()
+    assert list(promotions) == ["0/1"]
+    (p,) = promotions["0/1"]
+    assert (p.arg, p.dim, p.symbol, p.value) == ("x", 0, "s77", "256")
+    assert {"expr": "s77 > 64", "line": 12, "code": "if x.shape[0] > 64:"} in p.guards
+    assert model.promotions() is not promotions  # fresh objects: the view attaches what each replaced
+    assert all(model.marked_dynamic(cid) == set() for cid in model.compiles)  # the program marked none
+
+
+def test_the_per_call_records_are_the_recompiles_views_calls():
+    model = build_model(load_recording(SEED_F))
+    captured = model.call_captures
+    assert [e["outcome"] for e in captured.frame_calls] == ["compile", "hit", "recompile", "recompile"]
+    assert (len(captured.guard_checks), len(captured.configs), captured.what_ifs) == (2, 1, [])
+    report = recompiles_view.analyze(model)
+    assert [c.outcome for c in report.calls] == ["compile", "hit", "recompile", "recompile"]
+    log = build_model(load_trace(NANO_TRAIN_LOG), "trace")
+    assert log.call_captures.frame_calls == [] and recompiles_view.analyze(log).live is False
+
+
+def test_the_cost_capture_is_what_tcx_cost_measured_and_a_log_has_none():
+    from tcx.core.cost.measurements import has_cost, read_measurements
+    from tcx.core.model.cost_capture import COST_EVENTS
+
+    model = build_model(load_recording(NANO_TRAIN))
+    capture = model.cost_capture
+    assert capture.configured and has_cost(model) and not capture.on_cuda
+    kinds = [e["kind"] for e in capture.events]
+    assert kinds == sorted(kinds, key=COST_EVENTS.index) and "cost_run_end" not in kinds
+    measured = read_measurements(model)
+    assert len(measured.calls) == 40 and [r.run for r in measured.runs] == [0, 1]
+    copied = capture.copied("cost_call", ("index", "wall_ns"), needs="wall_ns")
+    assert [c["index"] for c in copied] == [c.index for c in measured.calls]
+    assert all(set(c) == {"index", "wall_ns"} for c in copied)
+    log = build_model(load_trace(NANO_TRAIN_LOG), "trace")
+    assert not log.cost_capture.configured and log.cost_capture.events == []
+
+
+def test_payload_sizes_come_from_the_reference_without_reading_a_payload_left_on_disk():
+    log = build_model(load_trace(NANO_TRAIN_LOG), "trace")  # read lazily: payloads stay on disk
+    sizes = log.payload_sizes("inductor_output_code")
+    assert [s.compile_id for s in sizes] == ["0/0", "0/1", "0/1"]  # 0/1: its forward and backward
+    assert all(s.lines is None and s.compressed_bytes == 0 and s.disk_bytes > 1000 for s in sizes)
+    model = build_model(load_recording(SEED_F))
+    graphs = [ev for ev in model.raw_trace_events() if ev.name == "dynamo_output_graph"]
+    sizes = model.payload_sizes("dynamo_output_graph")
+    assert len(sizes) == len(graphs) == 3
+    for size, ev in zip(sizes, graphs, strict=True):
+        text = ev.payload or ""
+        assert size.lines == text.count("\n") + 1 or size.compressed_bytes > 0
+
+
+def test_every_graph_of_a_compile_is_kept_in_log_order_for_the_cache_view():
+    log = build_model(load_trace(NANO_TRAIN_LOG), "trace")
+    every = log.graphs.every
+    assert [name for name, _ in every["0/1"]] == [
+        "dynamo_output_graph",
+        "aot_joint_graph",
+        "aot_forward_graph",
+        "aot_backward_graph",
+        "artifact:inductor_post_grad_graph",
+        "artifact:inductor_post_grad_graph",
+    ]
+    # the first of each stage is the one the graphs view shows
+    first = dict(reversed(every["0/1"]))
+    assert first["aot_forward_graph"].text == log.graphs.texts["0/1"]["forward"]
