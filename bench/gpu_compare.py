@@ -97,7 +97,9 @@ def _diff(a: str, b: str, limit: int = 12) -> list[str]:
 
 
 def _events(model: Any, kind: str) -> list[dict[str, Any]]:
-    return model.captures.of(kind)
+    """Every recorded event of `kind`, raw: this comparison lists them all, as the recorder wrote them
+    (the model keeps them private: a view reads its CUDA-graph facts instead)."""
+    return model._captures.of(kind)
 
 
 def _lines(kernel: Any) -> list[str]:

@@ -239,7 +239,9 @@ def test_bytecode_pairs_of_a_recording_and_of_torchs_log_of_the_same_run(dynamo_
         assert [r["opname"] for r in mine.original] == [r["opname"] for r in logged.original]
     model = build_model(load_recording(run.recording))
     view = bytecode_view.build_bytecode(model)
-    assert [f.compile_id for f in view.frames] == [p.compile_id for p in model.bytecode]
+    assert all(
+        f.pair is p for f, p in zip(view.frames, model.bytecode, strict=True)
+    )  # the model's, not copies
     kinds = {c["kind"] for f in view.frames for c in f.calls}
     assert kinds == {"graph", "resume"} and all(
         len(f.calls) == len(p.called) for f, p in zip(view.frames, model.bytecode, strict=True)
@@ -314,7 +316,8 @@ def test_traced_instructions_per_compile_attempt_are_what_the_trace_view_shows()
     view = trace_view.build_trace(model)
     assert [len(c.instructions) for c in view.compiles] == [len(t.instructions) for t in traced]
     breaks = [t.compile_id for t in traced if any(r.get("graph_break") for r in t.instructions)]
-    assert breaks and breaks == [c.compile_id for c in view.compiles if c.graph_break]
+    assert breaks and breaks == [c.frame.compile_id for c in view.compiles if c.graph_break]
+    assert all(c.frame is t for c, t in zip(view.compiles, traced, strict=True))  # the model's, not copies
 
 
 # ----------------------------------------------------------------------------- attempt logs
