@@ -9,8 +9,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
+from tcx.core.model.call_records import Call, FailedGuard
 from tcx.core.model.failure import failure
-from tcx.core.views.recompiles import Call, Entry, FailedGuard, RecompileReport, WhatIf
+from tcx.core.views.recompiles import Entry, RecompileReport, WhatIf
 from tcx.renderers.code_block import Wrapped
 from tcx.renderers.failure import render_failure, render_failure_notice
 from tcx.renderers.guard_text import dotted

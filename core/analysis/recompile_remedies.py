@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tcx.core.analysis.tied_sizes import tied_sizes
+from tcx.core.model.call_records import Call, FailedGuard
 from tcx.core.model.shape_facts import CompileShapes, Dim, Specialization, UserLine
 from tcx.core.torchtext.json_object import json_object
 
 if TYPE_CHECKING:
     from tcx.core.model import Frame, RunModel
-    from tcx.core.views.recompiles import Call, FailedGuard
 
 CAUSES = {
     "shape": "shape specialization",

@@ -16,7 +16,8 @@ a recording is of), numerics_captures.py (what a `tcx numerics` run recorded),
 attempt_logs.py (what each compile attempt logged of why torch traced again), chromium_steps.py
 (the steps torch timed per compile), shape_facts.py (what the shape environment logged: symbols,
 specializations, sizes marked dynamic), promotions.py (sizes made symbolic on a recompile),
-call_captures.py (the recompiles capture's per-call records), cost_capture.py (what `tcx cost`
+call_captures.py (the recompiles capture's per-call records), call_records.py (each call of a compiled
+frame and its failed guards, typed), cost_capture.py (what `tcx cost`
 recorded), payload_sizes.py (a payload's size without reading it).
 The counts a budget can limit live in core/budgets.py, below the model, so `tcx --help` declares
 `tcx check`'s options without importing it.

@@ -26,6 +26,7 @@ from typing import Any
 
 from tcx.core.analysis.recompile_remedies import RemedyContext, explain_call
 from tcx.core.model import Recompile, RunModel
+from tcx.core.model.call_records import Call, FailedGuard
 from tcx.core.model.guard_sets import GuardedTensor, GuardSummary
 from tcx.core.model.promotions import Promotion
 from tcx.core.selection import Selection, whole_run
@@ -45,77 +46,6 @@ MISSED_CALLS_NOTE = (
     "torch's trace; cache hits and argument shapes are not listed. Call torch.compile inside the recorded "
     "block, or run tcx recompiles script.py"
 )
-
-
-@dataclass
-class FailedGuard:
-    entry: str
-    guard: str
-    expected: str | None = None
-    actual: str | None = None
-    kind: str = "other"  # shape, dynamic_shape, dtype, device, requires_grad, value, identity, ...
-    arg: str | None = None
-    dim: int | None = None
-    file: str | None = None
-    line: int | None = None
-    code: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "entry": self.entry,
-            "guard": self.guard,
-            "expected": self.expected,
-            "actual": self.actual,
-            "kind": self.kind,
-            "arg": self.arg,
-            "dim": self.dim,
-            "file": self.file,
-            "line": self.line,
-        }
-
-
-@dataclass
-class Call:
-    index: int
-    function: str
-    file: str | None
-    line: int | None
-    outcome: str  # compile, hit, recompile, eager
-    entry: str | None
-    compile_id: str | None
-    checked: list[str]
-    args: list[dict[str, Any]] | None
-    failed_guards: list[FailedGuard] = field(default_factory=list)
-    cause: str | None = None
-    remedy: str | None = None
-    limit: dict[str, Any] | None = None
-    from_trace: bool = False  # reconstructed from torch's trace (no live per-call capture)
-    wraps: str | None = None  # the callable the program compiled, when `function` is a frame around it
-    promotions: list[Promotion] = field(default_factory=list)  # dims made symbolic by this compile
-    expected: str | None = None  # why this recompile is expected, not a problem (grad mode: train and eval)
-    tied: list[tuple[str, int]] = field(
-        default_factory=list
-    )  # (arg, dim) a size guard ties to the failed size
-    call_site: str | None = None  # the change at the user's line when library code calls the frame
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "index": self.index,
-            "function": self.function,
-            "wraps": self.wraps,
-            "file": self.file,
-            "line": self.line,
-            "outcome": self.outcome,
-            "compile_id": self.compile_id,
-            "entry": self.entry,
-            "checked": self.checked,
-            "args": self.args,
-            "failed_guards": [g.to_json() for g in self.failed_guards],
-            "cause": self.cause,
-            "remedy": self.remedy,
-            "limit": self.limit,
-            "expected": self.expected,
-        }
 
 
 @dataclass
