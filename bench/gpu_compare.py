@@ -123,9 +123,9 @@ def compare(name: str, real_m: Any, prev_m: Any, arch: str) -> dict[str, Any]:
         "preview_unavailable": prev.unavailable,
         "preview_errors": prev.preview_errors,
         "program_exit": {
-            "real": (real_m.program_exit or {}).get("status"),
-            "preview": (prev_m.program_exit or {}).get("status"),
-            "preview_message": (prev_m.program_exit or {}).get("message"),
+            "real": (real_m._program_exit or {}).get("status"),
+            "preview": (prev_m._program_exit or {}).get("status"),
+            "preview_message": (prev_m._program_exit or {}).get("message"),
         },
         "decisions": decisions,
         "cudagraphs": {

@@ -297,13 +297,15 @@ def test_a_planted_import_that_closes_a_package_cycle_fails(tree_copy, module, c
         path.write_text(before)
 
 
-# Every way code reads raw events instead of the model's facts: the model's private indexes of torch's
-# trace events and of the recorder's own (`_documents`, `_captures`) and the loaded recording it keeps
-# (`_recording`), by any handle; its deliberate raw handle (`raw_trace_events()`, for `tcx show --events`);
-# its raw-dict properties (`run_start`, `program_exit`, `compile_calls`, `logs`, `calls`, `outcome`),
-# a recording's events and header; and the spellings of older trees (`documents`, `captures`).
+# Every way code reads raw events instead of the model's facts, by any handle: the model's private
+# indexes of torch's trace events and of the recorder's own (`_documents`, `_captures`), the loaded
+# recording it keeps (`_recording`) and its raw-dict properties (`_run_start`, `_program_exit`,
+# `_compile_calls`, `_logs`, `_calls`, `_outcome`); its deliberate raw handle (`raw_trace_events()`,
+# for `tcx show --events`); a recording's events and header; and the spellings of older trees (the
+# same names without the underscore).
 RAW = re.compile(
-    r"\._(?:documents|captures|recording)\b|\.raw_trace_events\("
+    r"\._(?:documents|captures|recording|run_start|program_exit|outcome|compile_calls|calls|logs)\b"
+    r"|\.raw_trace_events\("
     r"|\b(?:documents|captures)\.(?:of|first|named|census)\("
     r"|(?:\b(?:model|m)|\))\.(?:documents|captures)\b"
     r"|\.(?:run_start|program_exit|compile_calls|logs)\b"
@@ -354,6 +356,8 @@ def test_views_renderers_and_the_cli_read_facts_not_raw_events():
         "ranks = {event_rank(e) for e in rec.events}",
         "if any(c.get('function') for c in model.calls):",
         'for ev in loaded.model._documents.of("chromium_event"):',
+        'features = (self.model._run_start or {}).get("features")',
+        "for log in run.model._logs:",
         'frame_calls = run.model._captures.of("frame_call")',
         "rec = model._recording",
         "counts = self.model.raw_trace_events().census()",

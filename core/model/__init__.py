@@ -24,8 +24,8 @@ The counts a budget can limit live in core/budgets.py, below the model, so `tcx 
 
 May import (tests/test_structure.py holds it): core/torchtext, core/ingest and core's top-level
 basics. It and the readers (core/ingest) alone read raw events: they are private here
-(`_documents`, `_captures`, `_recording`), and `tcx show --events` reads them through one handle,
-RunModel.raw_trace_events().
+(`_documents`, `_captures`, `_recording`, `_run_start`, `_program_exit`...), and `tcx show --events`
+reads them through one handle, RunModel.raw_trace_events().
 """
 
 from tcx.core.model.build import KNOWN_EVENTS, build_model

@@ -80,7 +80,7 @@ class CompileCall:
 def compile_calls(m: RunModel) -> tuple[CompileCall, ...]:
     """The program's torch.compile calls, typed (`RunModel.status.torch_compile_calls`)."""
     out = []
-    for c in m.compile_calls:
+    for c in m._compile_calls:
         target, asked, used = c.get("target"), c.get("asked"), c.get("used")
         file, line = c.get("file"), c.get("line")
         out.append(
@@ -96,7 +96,7 @@ def compile_calls(m: RunModel) -> tuple[CompileCall, ...]:
 
 
 def run_conditions(m: RunModel) -> RunConditions:
-    rs = m.run_start or {}
+    rs = m._run_start or {}
     calls = compile_calls(m)
     asked = {key: _asked(calls, key) for key in DEFAULTS}
     overrides = []

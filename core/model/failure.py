@@ -45,7 +45,7 @@ def failure(m: RunModel) -> Failure | None:
     status = st.status
     if status in ("ok", "not recorded"):
         return None
-    frames = _frames(m.program_exit or {}, st.traceback or "")
+    frames = _frames(m._program_exit or {}, st.traceback or "")
     user = [f for f in frames if f.origin == "user"]
     raised_at = user[-1] if user else None
     called_from = _called_from(frames)
@@ -85,7 +85,7 @@ def _headline(m: RunModel, st: ProgramStatus) -> str:
         return f"the process was killed by {st.signal} (a crash in native code?)"
     if status == "usage":
         return "tcx could not run it as asked"
-    if m.run_start is None:
+    if m._run_start is None:
         return (
             f"tcx's recorder did not start (its process exited with code {st.exit_code} "
             "before the program ran)"

@@ -1,9 +1,11 @@
 """The run model: every fact the views read, built once from a recording or a log (build.py).
 
-Views read facts, never the recording: compiles, graph breaks and recompiles as typed objects;
-the payloads torch logged (graphs, output code, guard trees, cache lookups...) through
-`Documents`, indexed by kind, each read from disk only when asked for; the recorder's captures
-(per-call timeline, traced instructions, fusion, CUDA graphs...) through `Captures`, by kind.
+Views read facts, never the recording: compiles, graph breaks and recompiles as typed objects, and
+the fact families (guard sets, generated code, graphs, cache lookups, per-call records...) built
+from the rest when first asked. The raw events stay here, private: the payloads torch logged in
+`Documents` (indexed by kind, each read from disk only when asked for), the recorder's captures in
+`Captures` (by kind), and the raw-dict properties over them (`_run_start`, `_program_exit`...).
+`tcx show --events` prints them raw through the one handle, `raw_trace_events()`.
 """
 
 from __future__ import annotations
@@ -194,27 +196,27 @@ class RunModel:
         return self._documents
 
     @property
-    def run_start(self) -> dict[str, Any] | None:
+    def _run_start(self) -> dict[str, Any] | None:
         return self._captures.first("run_start")
 
     @property
-    def program_exit(self) -> dict[str, Any] | None:
+    def _program_exit(self) -> dict[str, Any] | None:
         return self._captures.first("program_exit")
 
     @property
-    def outcome(self) -> dict[str, Any] | None:
+    def _outcome(self) -> dict[str, Any] | None:
         return self._captures.first("outcome")
 
     @property
-    def compile_calls(self) -> list[dict[str, Any]]:
+    def _compile_calls(self) -> list[dict[str, Any]]:
         return self._captures.of("compile_call")
 
     @property
-    def calls(self) -> list[dict[str, Any]]:
+    def _calls(self) -> list[dict[str, Any]]:
         return self._captures.of("call")
 
     @property
-    def logs(self) -> list[dict[str, Any]]:
+    def _logs(self) -> list[dict[str, Any]]:
         return self._captures.of("log")
 
     @functools.cached_property
@@ -346,8 +348,8 @@ class RunModel:
 
     @property
     def torch_version(self) -> str | None:
-        if self.run_start:
-            return self.run_start.get("torch_version")
+        if self._run_start:
+            return self._run_start.get("torch_version")
         return self.header.get("torch_version")
 
     @property

@@ -170,7 +170,7 @@ class RunStatus:
 
 
 def run_status(m: RunModel) -> RunStatus:
-    started = m.run_start or {}
+    started = m._run_start or {}
     reasons = started.get("features")
     features = Features(dict(reasons) if isinstance(reasons, dict) else {})
     asked = features.value("device")
@@ -191,13 +191,13 @@ def run_status(m: RunModel) -> RunStatus:
         features=features,
         warnings=tuple(_warnings(m)),
         torch_compile_calls=compile_calls(m),
-        called=frozenset(str(c["function"]) for c in m.calls if isinstance(c.get("function"), str)),
+        called=frozenset(str(c["function"]) for c in m._calls if isinstance(c.get("function"), str)),
     )
 
 
 def _warnings(m: RunModel) -> list[str]:
     found: dict[str, None] = {}
-    for log in m.logs:
+    for log in m._logs:
         message = str(log.get("message") or "").strip()
         if (
             log.get("level") in ("WARNING", "ERROR", "CRITICAL")
@@ -209,8 +209,8 @@ def _warnings(m: RunModel) -> list[str]:
 
 
 def _program(m: RunModel) -> ProgramStatus:
-    pe = m.program_exit or {}
-    oc = m.outcome or {}
+    pe = m._program_exit or {}
+    oc = m._outcome or {}
     status = pe.get("status")
     if oc.get("interrupted"):  # tcx got SIGINT/SIGTERM and stopped the program
         status = "interrupted"
