@@ -194,6 +194,20 @@ def _user_line(body: dict[str, Any], interner: Interner, ev: TraceEvent) -> User
     )
 
 
+# an argument passed through the compiled frame's **kwargs (a decorator's wrapper around forward): the user's
+# call passes it by keyword, and the fix capture marks the call's keyword argument
+KEYWORD_ARG = re.compile(r"kwargs\['(\w+)'\]")
+
+
+def mark_target(arg: str, user_names: dict[str, str] | None = None) -> str:
+    """What a mark names for `arg` in the user's code: their own expression where their call passes it
+    (`user_names`), the tensor passed by keyword for `kwargs['k']`, else the argument itself."""
+    if user_names and arg in user_names:
+        return user_names[arg]
+    m = KEYWORD_ARG.fullmatch(arg)
+    return f"<the tensor you pass as {m[1]}=>" if m else arg
+
+
 def tied_sizes(dim: Dim, guards: list[str]) -> list[Dim]:
     """The argument sizes that guards of the form `L['y'].size()[0] == L['x'].size()[0]` tie to `dim`,
     followed from one tie to the next. Marking `dim` dynamic alone while a tied size stays static
@@ -212,4 +226,5 @@ def tied_sizes(dim: Dim, guards: list[str]) -> list[Dim]:
             if other is not None and other not in tied:
                 tied.append(other)
                 todo.append(other)
-    return [d for d in tied[1:] if d.arg.isidentifier()]  # an argument the caller can mark
+    # an argument the caller can mark: a parameter, or a keyword passed through the frame's **kwargs
+    return [d for d in tied[1:] if d.arg.isidentifier() or KEYWORD_ARG.fullmatch(d.arg)]
