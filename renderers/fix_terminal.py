@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tcx.core.cost.stats import seconds_text
-from tcx.core.fix.verify import ORDER_BASIS, Figures, FixReport, Outcome
+from tcx.core.fix.verify import MIN_STEADY_CALLS, ORDER_BASIS, Figures, FixReport, Outcome
 from tcx.renderers.header import location, view_header
 from tcx.renderers.safe import clean
 
@@ -101,23 +101,33 @@ def _outcome(number: int, o: Outcome, before: Figures, console: Console) -> None
 def _figures(before: Figures, after: Figures | None = None) -> Text:
     out = Text()
     for key, label in FIGURES:
-        old = getattr(before, key)
         out.append(f"{label} ", style="muted")
         if after is None:
-            out.append(_value(old, key))
+            out.append(_value(before, key))
         else:
-            new = getattr(after, key)
+            old, new = getattr(before, key), getattr(after, key)
             changed = old != new and key in ("graph_breaks", "graphs", "recompiles")
             style = ("good" if new < old else "bad") if changed else ""
-            out.append(f"{_value(old, key)} → {_value(new, key)}", style=style)
+            out.append(f"{_value(before, key)} → {_value(after, key)}", style=style)
         out.append("   ")
     calls = [before.steady_calls, *([after.steady_calls] if after else [])]
-    out.append(f"(ms/call: median of {' → '.join(map(str, calls))} steady calls)", style="muted")
+    out.append(
+        f"(ms/call: median and range of {' → '.join(map(str, calls))} steady calls; not printed under "
+        f"{MIN_STEADY_CALLS})",
+        style="muted",
+    )
     return out
 
 
-def _value(value: float | int | None, key: str = "") -> str:
-    """A figure as printed: compile seconds with the two digits a noisy time supports."""
+def _value(figures: Figures, key: str) -> str:
+    """A figure as printed: compile seconds with the two digits a noisy time supports; a call time with
+    the range of its steady calls, and only from MIN_STEADY_CALLS of them (a single call has no spread)."""
+    value = getattr(figures, key)
     if value is None:
         return "—"
+    if key == "call_ms":
+        if figures.steady_calls < MIN_STEADY_CALLS or figures.range_ms is None:
+            return "—"
+        low, high = figures.range_ms
+        return f"{value} ({low}–{high})"
     return seconds_text(float(value)) if key == "compile_s" else str(value)

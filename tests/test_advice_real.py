@@ -635,3 +635,121 @@ def test_a_size_passed_by_keyword_is_advised_under_the_callers_name_and_that_mar
     assert proc.returncode == 0, proc.stderr[-3000:]
     torch_log = read_torch_trace(trace)
     assert (torch_log.recompiles, len(torch_log.compile_ids)) == (0, 1)
+
+
+# ------------------------------------------------------------- an MoE's loop over experts (transformers)
+
+MOE = "models/hf_qwen2_moe_train.py"
+
+
+def test_the_moes_loop_over_experts_is_remedied_by_its_experts_implementation() -> None:
+    """Qwen2-MoE with transformers' loop over experts breaks on `nonzero()` in every layer (14 times at
+    modeling_qwen2_moe.py:294). The fix text heads with the experts implementation the library offers
+    (`model.set_experts_implementation("grouped_mm")` before compiling, at the user's compile line), names
+    the program's own `experts_implementation="eager"` line, and says why torch's hint only moves the break
+    (the `for` over the result); tcx fix tries the switch before that config. Applied by hand in a plain
+    run (no tcx), torch's own log has no break left and one graph. The explain run is test_corpus's."""
+    from conftest import plain_trace
+
+    run = shared_run("explain", str(PROGRAMS / MOE), "--format", "json", save=True, trace=True).ok()
+    doc = run.json()
+    [site] = [
+        b for b in doc["graph_breaks"] if b["file"].endswith("modeling_qwen2_moe.py") and b["line"] == 294
+    ]
+    assert site["occurrences"] == 14 and site["type"] == "Dynamic shape operator"
+    text = site["suggestion"]
+    source = (PROGRAMS / MOE).read_text().splitlines()
+    asked = next(
+        i for i, ln in enumerate(source, 1) if ln.strip().startswith('experts_implementation="eager"')
+    )
+    compiled = next(i for i, ln in enumerate(source, 1) if ln.startswith("compiled = torch.compile("))
+    loop = next(
+        i for i, ln in enumerate(experts_source().splitlines(), 1) if "for expert_idx in expert_hit" in ln
+    )
+    assert text.startswith("The break is in transformers' Python loop over the MoE experts")
+    assert '`model.set_experts_implementation("grouped_mm")  # before torch.compile(model)`' in text
+    assert f"hf_qwen2_moe_train.py:{asked}: drop the argument there" in text
+    assert f"hf_qwen2_moe_train.py:{compiled})" in text and f"(line {loop})" in text
+    remedies = fix_candidates(run.recording)
+    [first] = [r for r in remedies if any(f.line == 294 for f in r.findings)][:1]
+    assert first.change.startswith('model.set_experts_implementation("grouped_mm")') and first.runnable
+    assert first.attributes == [{"path": ["set_experts_implementation"], "call": ["grouped_mm"]}]
+
+    before = read_torch_trace(run.torch_trace)
+    switched = plain_trace(MOE, "--grouped-mm")  # the remedy by hand, no tcx
+    assert before.graph_breaks == 16
+    assert (switched.graph_breaks, switched.graphs, switched.recompiles) == (0, 1, 0)
+
+
+def experts_source() -> str:
+    import transformers.models.qwen2_moe.modeling_qwen2_moe as moe
+
+    return Path(moe.__file__).read_text()
+
+
+ROBERTA = "models/hf_roberta_mlm.py"
+
+
+def test_sizes_passed_through_a_wrappers_kwargs_are_marked_under_the_callers_names() -> None:
+    """HF RoBERTa compiled whole: transformers' decorator makes the compiled frame `wrapper(*args,
+    **kwargs)`, so torch guards `kwargs['input_ids']`, and a guard ties it to `kwargs['attention_mask']`.
+    tcx fix's mark remedy names the program's own tensors (`input_ids`, `mask`, from the call's keywords)
+    and marks both (the capture marks the call's keyword arguments); dynamic=True is tried first. Both
+    marks applied by hand in a plain run (no tcx) leave torch's own log with one compile and no recompile.
+    The explain run is test_corpus's."""
+    from conftest import plain_trace
+
+    run = shared_run("explain", str(PROGRAMS / ROBERTA), "--format", "json", save=True, trace=True).ok()
+    assert read_torch_trace(run.torch_trace).recompiles == 1
+    remedies = [r for r in fix_candidates(run.recording) if r.kind == "dynamism"]
+    assert remedies[0].dynamic is True and remedies[0].runnable
+    [marks] = [r for r in remedies if r.marks and r.marks[0]["how"] == "dynamic"]
+    line = next(
+        i for i, ln in enumerate((PROGRAMS / ROBERTA).read_text().splitlines(), 1) if "compiled(" in ln
+    )
+    assert marks.change == (
+        "torch._dynamo.mark_dynamic(input_ids, 1); torch._dynamo.mark_dynamic(mask, 1)"
+        f"  # before your call at hf_roberta_mlm.py:{line}"
+    )
+    assert [(m["arg"], m["dim"]) for m in marks.marks] == [
+        ("kwargs['input_ids']", 1),
+        ("kwargs['attention_mask']", 1),
+    ]
+    assert marks.runnable and not any("shapes_spec" in r.change for r in remedies)
+
+    marked = plain_trace(ROBERTA, "--mark-dynamic")  # the remedy by hand, no tcx
+    assert (marked.recompiles, len(marked.compile_ids)) == (0, 1)
+
+
+def test_the_fix_capture_marks_a_keyword_argument_of_the_call() -> None:
+    """A mark on `kwargs['input_ids']` reaches the tensor the call passes as input_ids=, whatever the
+    compiled callable's signature binds it to."""
+    import inspect
+
+    import torch
+
+    from tcx.core.recorder.compat_fix import _mark
+
+    def wrapper(*args: object, **kwargs: object) -> None: ...
+
+    ids, mask = torch.zeros(2, 8), torch.zeros(2, 8)
+    marks = [{"arg": "kwargs['input_ids']", "dim": 1, "how": "dynamic"}]
+    _mark(marks, inspect.signature(wrapper), (), {"input_ids": ids, "attention_mask": mask})
+    assert getattr(ids, "_dynamo_dynamic_indices", set()) == {1}
+    assert not getattr(mask, "_dynamo_dynamic_indices", set())
+
+
+def test_fix_prints_a_call_time_only_with_its_range_and_enough_calls() -> None:
+    """A median of one or two steady calls has no spread: tcx fix prints "—" for it and says why; from
+    three calls on, the median with the fastest and slowest call."""
+    from tcx.core.fix.verify import MIN_STEADY_CALLS, Figures
+    from tcx.renderers.fix_terminal import _figures
+
+    one = Figures(0, 1, 0, 1.0, 7.757, steady_calls=1, range_ms=(7.757, 7.757))
+    many = Figures(0, 1, 0, 1.0, 5.71, steady_calls=MIN_STEADY_CALLS, range_ms=(5.5, 6.25))
+    text = _figures(one, many).plain
+    assert "ms/call — → 5.71 (5.5–6.25)" in text and "7.757" not in text
+    assert (
+        f"median and range of 1 → {MIN_STEADY_CALLS} steady calls; not printed under {MIN_STEADY_CALLS}"
+        in text
+    )

@@ -53,8 +53,9 @@ PLAIN = ("models/hf_gpt2_generate.py", "models/hf_qwen2_moe_train.py")
 
 
 def explain_run(name: str) -> tuple[dict, TorchTrace]:
-    """The session's one `tcx explain PROGRAM --format json` run with TORCH_TRACE set."""
-    run = shared_run("explain", str(PROGRAMS / name), "--format", "json", trace=True).ok()
+    """The session's one `tcx explain PROGRAM --format json` run with TORCH_TRACE set (and its recording
+    saved: tests/test_advice_real.py reads the MoE's)."""
+    run = shared_run("explain", str(PROGRAMS / name), "--format", "json", save=True, trace=True).ok()
     return run.json(), read_torch_trace(run.torch_trace)
 
 

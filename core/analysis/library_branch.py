@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from tcx.core import pysource
 
 if TYPE_CHECKING:
+    from tcx.core.analysis.experts_dispatch import ExpertsDispatch
     from tcx.core.model import Frame, RunModel
     from tcx.core.views.explain import BreakSite
 
@@ -66,14 +67,22 @@ class LibraryBranch:
 
 
 def head_suggestions(model: RunModel, sites: list[BreakSite]) -> None:
-    """Put each site's library-branch remedy first in its fix text, and name the logger method a logging
+    """Put each site's module-setting remedy first in its fix text, and name the logger method a logging
     break's line calls instead of a generic one."""
     for site in sites:
         if site.suggestion and "logging.Logger" in site.gb_type:
             site.suggestion = narrow_logging(site.suggestion, site)
-        found = library_branch(model, site)
+        found = module_setting(model, site)
         if found is not None:
             site.suggestion = " ".join(t for t in (found.text(), site.suggestion) if t)
+
+
+def module_setting(model: RunModel, site: BreakSite) -> LibraryBranch | ExpertsDispatch | None:
+    """What to set on the compiled module before compiling so the break's library code does not run: a
+    library branch's attribute, or transformers' experts implementation (analysis/experts_dispatch.py)."""
+    from tcx.core.analysis.experts_dispatch import experts_dispatch
+
+    return library_branch(model, site) or experts_dispatch(model, site)
 
 
 def library_branch(model: RunModel, site: BreakSite) -> LibraryBranch | None:
@@ -83,11 +92,11 @@ def library_branch(model: RunModel, site: BreakSite) -> LibraryBranch | None:
     stack = site.user_stack
     if len(stack) < 2 or stack[-1].origin == "user" or site.line is None:
         return None
-    compiled = _compiled_module(model) if _reaches_self(stack) else None
+    compiled = compiled_module(model) if _reaches_self(stack) else None
     if compiled is None:
         return None
     frame = stack[-1]
-    tree = _parse(frame.file)
+    tree = parse(frame.file)
     function = _function_at(tree, frame.name, site.line) if tree else None
     if function is None or not _is_method(function):
         return None
@@ -147,13 +156,13 @@ def _mentions(site: BreakSite, word: str) -> bool:
     frame = site.user_stack[-1] if site.user_stack else None
     if word in site.explanation or (frame is not None and word in frame.code):
         return True
-    text = _text(frame.file) if frame else None
+    text = source_lines(frame.file) if frame else None
     if text is None or site.line is None:
         return False
     return any(word in ln for ln in text[max(0, site.line - 6) : site.line])
 
 
-def _compiled_module(model: RunModel) -> tuple[str, str] | None:
+def compiled_module(model: RunModel) -> tuple[str, str] | None:
     """(the program's name for it, file:line) of the one nn.Module the program compiled."""
     from tcx.core.analysis.empty_run import compile_calls
 
@@ -161,7 +170,7 @@ def _compiled_module(model: RunModel) -> tuple[str, str] | None:
     if len(modules) != 1 or not modules[0].file or not modules[0].line:
         return None
     call = modules[0]
-    tree = _parse(call.file or "")
+    tree = parse(call.file or "")
     name = _compiled_name(tree, call.line or 0) if tree else None
     return (name, call.where) if name else None
 
@@ -301,14 +310,14 @@ def _function_at(tree: ast.Module, name: str, line: int) -> ast.FunctionDef | as
     return found
 
 
-def _parse(path: str) -> ast.Module | None:
+def parse(path: str) -> ast.Module | None:
     try:
         return _load(path, os.stat(path).st_mtime_ns)[1] if path else None
     except (OSError, ValueError):
         return None
 
 
-def _text(path: str) -> list[str] | None:
+def source_lines(path: str) -> list[str] | None:
     """The file's lines (with their ends), as Python reads it; None when it cannot be read."""
     try:
         return _load(path, os.stat(path).st_mtime_ns)[0]

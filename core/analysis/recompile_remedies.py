@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.analysis.tied_sizes import tied_sizes
+from tcx.core.analysis.tied_sizes import mark_target, tied_sizes
 from tcx.core.model.call_records import Call, FailedGuard
 from tcx.core.model.shape_facts import CompileShapes, Dim, Specialization, UserLine
 from tcx.core.torchtext.json_object import json_object
@@ -293,6 +293,8 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
         return "branch on the exact size", _exact_size_remedy(call, g, branch)
     values = _seen(call, g, ctx.calls)
     user = _user_argument(call, g.arg, ctx)
+    if user:
+        call.user_names[g.arg or "?"], call.user_call = user
     yours = f" (`{user[0]}` in your call at {user[1]})" if user else ""
     head = f"Dimension {g.dim} of `{g.arg}`{yours} changes between calls{values}."
     if dim in ctx.model.marked_dynamic(g.entry):
@@ -316,6 +318,10 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
         dim, [*ctx.shape_guards.get(call.compile_id or "", []), *ctx.shape_guards.get(g.entry, [])]
     )
     call.tied = [(d.arg, d.dim) for d in tied if d.dim is not None]
+    for d in tied:
+        named = _user_argument(call, d.arg, ctx)
+        if named:
+            call.user_names[d.arg], call.user_call = named
     if tied and dynamic != "False":
         return CAUSES["shape"], _tied_remedy(call, g, head, [dim, *tied])
     arg = user[0] if user else g.arg
@@ -342,7 +348,8 @@ def _tied_remedy(call: Call, g: FailedGuard, head: str, dims: list[Dim]) -> str:
     together; never the one size alone (the others stay static and torch raises ConstraintViolationError)."""
     fn = call.wraps or call.function
     others = ", ".join(f"`{d.arg}` dimension {d.dim}" for d in dims[1:])
-    marks = "; ".join(f"torch._dynamo.mark_dynamic({d.arg}, {d.dim})" for d in dims)
+    names = [mark_target(d.arg, call.user_names) for d in dims]
+    marks = "; ".join(f"torch._dynamo.mark_dynamic({n}, {d.dim})" for n, d in zip(names, dims, strict=True))
     once = (
         " Dynamo then made them symbolic (automatic dynamic), so this recompile happens once."
         if _promoted(call, g)
@@ -384,7 +391,7 @@ def _user_argument(call: Call, arg: str | None, ctx: RemedyContext) -> tuple[str
         if kw.arg == m.group(1)
     ]
     expr = ast.unparse(values[0]) if len(values) == 1 else None
-    if expr is None or expr == m.group(1):
+    if expr is None or expr + m.group(2) == arg:
         return None
     return expr + m.group(2), f"{os.path.basename(users[-1].file)}:{users[-1].line}"
 

@@ -1,4 +1,5 @@
-"""Sizes that torch's guards tie together: what a remedy marking one size dynamic must mark with it.
+"""Sizes that torch's guards tie together: what a remedy marking one size dynamic must mark with it,
+and how the mark names each size in the user's code.
 
 Pure and torch-free: it reads guard texts, as core/model/guard_sets.py keeps them.
 """
@@ -11,6 +12,20 @@ from tcx.core.model.shape_facts import Dim
 from tcx.core.torchtext import guards as guard_text
 
 _SIZE_SIDE = re.compile(r"(?P<src>\S+)\.size\(\)\[(?P<dim>\d+)\]")  # one side of a tie: `L['y'].size()[0]`
+
+
+# an argument passed through the compiled frame's **kwargs (a decorator's wrapper around forward): the user's
+# call passes it by keyword, and the fix capture marks the call's keyword argument
+KEYWORD_ARG = re.compile(r"kwargs\['(\w+)'\]")
+
+
+def mark_target(arg: str, user_names: dict[str, str] | None = None) -> str:
+    """What a mark names for `arg` in the user's code: their own expression where their call passes it
+    (`user_names`), the tensor passed by keyword for `kwargs['k']`, else the argument itself."""
+    if user_names and arg in user_names:
+        return user_names[arg]
+    m = KEYWORD_ARG.fullmatch(arg)
+    return f"<the tensor you pass as {m[1]}=>" if m else arg
 
 
 def tied_sizes(dim: Dim, guards: list[str]) -> list[Dim]:
@@ -31,4 +46,5 @@ def tied_sizes(dim: Dim, guards: list[str]) -> list[Dim]:
             if other is not None and other not in tied:
                 tied.append(other)
                 todo.append(other)
-    return [d for d in tied[1:] if d.arg.isidentifier()]  # an argument the caller can mark
+    # an argument the caller can mark: a parameter, or a keyword passed through the frame's **kwargs
+    return [d for d in tied[1:] if d.arg.isidentifier() or KEYWORD_ARG.fullmatch(d.arg)]

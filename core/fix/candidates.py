@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tcx.core.analysis.remedies import structural_remedy
+from tcx.core.analysis.tied_sizes import KEYWORD_ARG, mark_target
 from tcx.core.fix import source_file
 from tcx.core.fix.check_rewrite import check_rewrite
 from tcx.core.fix.helper_rewrite import helper_rewrites
@@ -122,6 +123,8 @@ class Finding:
     guard: str | None = None  # a recompile on another guard: the guard's text (the same recompile elsewhere)
     cause: str | None = None  # the recompiles view's cause of a size recompile (duck sizing, a buffer ...)
     call_site: str | None = None  # library code calls the frame: the change at the user's call
+    user_names: tuple[tuple[str, str], ...] = ()  # (arg, the user's expression) where their call names it
+    user_call: str | None = None  # file:line of that call
 
     def to_json(self) -> dict[str, Any]:
         site = {"file": self.file, "line": self.line, "function": self.function}
@@ -280,15 +283,18 @@ def _shape_remedies(finding: Finding, missing: dict[str, str]) -> list[Remedy]:
     arg, dim, function = finding.arg, finding.dim, finding.function
     family = f"{function}:{arg}:{dim}"
     remedies = []
+    user = dict(finding.user_names)  # the user's own names, at the user's call
+    before = f"your call at {finding.user_call}" if finding.user_call else f"each call of {function}"
     for how, call in (("dynamic", "mark_dynamic"), ("maybe", "maybe_mark_dynamic")):
         sizes = [(arg, dim), *finding.tied]
-        change = "; ".join(f"torch._dynamo.{call}({a}, {d})" for a, d in sizes)
-        change += f"  # before each call of {function}"
+        names = [mark_target(a, user) for a, _ in sizes]
+        change = "; ".join(f"torch._dynamo.{call}({n}, {d})" for n, (_, d) in zip(names, sizes, strict=True))
+        change += f"  # before {before}"
         marks = [{"function": function, "arg": a, "dim": d, "how": how} for a, d in sizes]
         remedy = Remedy("dynamism", change, [], marks=marks, family=family)
         remedies.append(_unavailable(remedy, call, missing))
-    if finding.tied:  # shapes_spec of every tied argument needs each one's rank: the marks say the same
-        return remedies
+    if finding.tied or KEYWORD_ARG.fullmatch(arg or ""):  # shapes_spec of every tied argument needs each
+        return remedies  # one's rank (the marks say the same); it names parameters, not **kwargs' keys
     rank = finding.rank or 0
     dims = ", ".join(f'ShapeVar("{arg}_{i}")' if i == dim else "STATIC" for i in range(rank))
     change = f'torch.compile({function}, shapes_spec={{"{arg}": TensorSpec([{dims}])}})'
@@ -327,7 +333,7 @@ def _not_a_mark(finding: Finding) -> list[Remedy] | None:
             f"allocate {arg} once at its largest size and reuse it, indexing by position (torch keeps a "
             "module's buffer and parameter sizes static: marks do not apply)"
         )
-    elif not arg.isidentifier():
+    elif not arg.isidentifier() and not KEYWORD_ARG.fullmatch(arg):
         advice = (
             f"keep {arg}'s dimension {finding.dim} one size across calls, or mark it dynamic where the "
             "program creates it"
@@ -381,6 +387,8 @@ def _add_break_remedy(
             remedy = by_change.setdefault(
                 rule.change(), Remedy("config", rule.change(), [], config=[rule.spec()])
             )
+            if runnable_found:  # the module setting targets the library code itself: it goes first
+                remedy.alternative = max(remedy.alternative, 1)
             remedy.findings.append(finding)
             configured = True
             break
@@ -431,11 +439,12 @@ def _call_site_advice(site: BreakSite) -> str:
 
 
 def _add_library_branch(by_change: dict[str, Remedy], ex: Explanation, site: BreakSite) -> bool:
-    """The compiled module's attribute set before compiling where a library `if` on it breaks
-    (core/analysis/library_branch.py); whether there was one."""
-    from tcx.core.analysis.library_branch import library_branch
+    """The compiled module's attribute set (or method called) before compiling where a library `if` on it
+    breaks or transformers' experts loop does (core/analysis/library_branch.py, experts_dispatch.py);
+    whether there was one."""
+    from tcx.core.analysis.library_branch import module_setting
 
-    found = library_branch(ex.model, site)
+    found = module_setting(ex.model, site)
     if found is None:
         return False
     remedy = Remedy("config", found.change, [], attributes=[found.attribute])
@@ -502,6 +511,8 @@ def _shape_recompiles(report: RecompileReport) -> list[Finding]:
             tuple(dict.fromkeys(t for c in calls for t in c.tied)),
             cause=calls[0].cause,
             call_site=calls[0].call_site,
+            user_names=tuple(calls[0].user_names.items()),
+            user_call=calls[0].user_call,
         )
         for (function, arg, dim), calls in seen.items()
     ]

@@ -231,7 +231,9 @@ def fix(
                 outcome.remedy.why_not_run or f"not run: the baseline run failed ({baseline.failed})"
             )
         return FixReport(baseline, outcomes, None, max_runs, runs_in=runs_in)
-    refuted: dict[str, int] = {}  # a family of variants -> the remedy number that refuted the idea
+    # a family of variants -> the change that refuted the idea (named by its change: the rendered list is
+    # ranked, verified first, so a number in the try order would point at another remedy)
+    refuted: dict[str, str] = {}
     for index, outcome in enumerate(outcomes):
         remedy = outcome.remedy
         if not remedy.runnable:
@@ -239,7 +241,7 @@ def fix(
             continue
         if remedy.family in refuted:
             outcome.why_not.append(
-                f"not run: a variant of #{refuted[remedy.family]} (the same size made dynamic), which failed"
+                f"not run: a variant of `{refuted[remedy.family]}` (the same size made dynamic), which failed"
             )
             continue
         if stopped or runs >= max_runs:
@@ -250,7 +252,7 @@ def fix(
         runs += 1
         _try(runner, workdir, f"remedy-{index + 1}", remedy, baseline, outcome)
         if remedy.family and _idea_refuted(outcome):
-            refuted[remedy.family] = index + 1
+            refuted[remedy.family] = remedy.change.split("  # ", 1)[0]
         stopped = bool(outcome.after_run and outcome.after_run.interrupted)
     if stopped:
         return FixReport(baseline, outcomes, None, max_runs, runs_in=runs_in)

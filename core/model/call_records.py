@@ -65,6 +65,11 @@ class Call:
         default_factory=list
     )  # (arg, dim) a size guard ties to the failed size
     call_site: str | None = None  # the change at the user's line when library code calls the frame
+    # the user's expressions for the failed size's argument and the sizes tied to it, where the user's call
+    # names them by keyword (`compiled(input_ids=ids)` passes a wrapper's `kwargs['input_ids']` as `ids`),
+    # and that call's file:line
+    user_names: dict[str, str] = field(default_factory=dict)
+    user_call: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {

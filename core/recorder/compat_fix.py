@@ -10,7 +10,8 @@ The `fix=SPEC.json` capture runs before the program starts. SPEC says what to ap
   `shapes_spec` ({arg: {rank, dynamic: [dims]}}: those dims a `ShapeVar`, the others `STATIC`), where
   the installed torch.compile takes it (`missing_remedies` says which remedies this torch lacks);
 - `attributes`: attributes set on each nn.Module passed to torch.compile, before it is compiled
-  ({path: ["config", "problem_type"], value}: state the program's library sets on the first call);
+  ({path: ["config", "problem_type"], value}: state the program's library sets on the first call), or
+  a method of it called ({path: ["set_experts_implementation"], call: ["grouped_mm"]});
 - `outputs`: a file where the outputs of every outermost call of a compiled callable are written
   (tensors detached, on the CPU) when the program ends, so the parent compares runs;
 - `seed`: `torch.manual_seed` and `random.seed` before the program starts, so two runs of a program
@@ -29,6 +30,7 @@ import importlib
 import inspect
 import json
 import random
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -96,6 +98,7 @@ def install(writer: RecordingWriter, argument: str | None = None) -> str | None:
 
 
 MARKS = {"dynamic": "mark_dynamic", "maybe": "maybe_mark_dynamic", "static": "mark_static"}
+_KEYWORD = re.compile(r"kwargs\['(\w+)'\]")
 
 
 def missing_remedies() -> dict[str, str]:
@@ -151,14 +154,19 @@ def _wrap_compile(items: list[dict[str, Any]], attributes: list[dict[str, Any]] 
 
 
 def _set_attribute(module: torch.nn.Module, attribute: dict[str, Any]) -> None:
-    """`module.<path> = value` where every object along the path exists (else nothing is set)."""
+    """`module.<path> = value`, or `module.<path>(*call)` when the item has `call`, where every object
+    along the path exists (else nothing is set or called)."""
     *parents, last = [str(p) for p in attribute["path"]]
     obj: Any = module
     for name in parents:
         obj = getattr(obj, name, None)
         if obj is None:
             return
-    if hasattr(obj, last):
+    if "call" in attribute:
+        method = getattr(obj, last, None)
+        if callable(method):
+            method(*attribute["call"])
+    elif hasattr(obj, last):
         setattr(obj, last, attribute["value"])
 
 
@@ -249,7 +257,8 @@ def _mark(marks: list[dict[str, Any]], signature: inspect.Signature, args: tuple
     except TypeError:
         return
     for m in marks:
-        value = bound.get(m["arg"])
+        keyword = _KEYWORD.fullmatch(str(m["arg"]))  # kwargs['input_ids']: the call's keyword argument
+        value = kwargs.get(keyword[1], bound.get(keyword[1])) if keyword else bound.get(m["arg"])
         mark = getattr(torch._dynamo, MARKS.get(m.get("how", "dynamic"), ""), None)
         if isinstance(value, torch.Tensor) and value.dim() > int(m["dim"]) and mark is not None:
             mark(value, int(m["dim"]))
