@@ -44,10 +44,10 @@ class BytecodePair:
 
 
 def read_bytecode_pairs(
-    captures: Iterable[dict[str, Any]], artifacts: Iterable[TraceEvent], compiles: Mapping[str, Compile]
+    live: list[BytecodePair], artifacts: Iterable[TraceEvent], compiles: Mapping[str, Compile]
 ) -> list[BytecodePair]:
-    """A live run's pairs (a capture that failed left out), or else the log's artifacts'."""
-    return live_pairs(captures) or _from_trace(artifacts, compiles)
+    """A live run's pairs (`live_pairs`), or else the log's artifacts' (parsed only then)."""
+    return live or _from_trace(artifacts, compiles)
 
 
 def live_pairs(captures: Iterable[dict[str, Any]]) -> list[BytecodePair]:

@@ -251,9 +251,7 @@ class RunModel:
     @functools.cached_property
     def bytecode(self) -> list[BytecodePair]:
         """Each compiled frame's original and transformed bytecode (core/model/bytecode_pairs.py)."""
-        return read_bytecode_pairs(
-            self._captures.of("bytecode"), self._documents.of(BYTECODE_ARTIFACTS), self.compiles
-        )
+        return read_bytecode_pairs(self.live_bytecode, self._documents.of(BYTECODE_ARTIFACTS), self.compiles)
 
     @functools.cached_property
     def live_bytecode(self) -> list[BytecodePair]:
