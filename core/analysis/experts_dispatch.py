@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tcx.core.analysis.library_source import compiled_module, parse
+
 if TYPE_CHECKING:
     from tcx.core.model import RunModel
     from tcx.core.views.explain import BreakSite
@@ -78,8 +80,6 @@ class ExpertsDispatch:
 def experts_dispatch(model: RunModel, site: BreakSite) -> ExpertsDispatch | None:
     """The experts implementation to switch to, or None where the break is not in the `forward` of a class
     transformers dispatches through `@use_experts_implementation`, or no single module was compiled."""
-    from tcx.core.analysis.library_branch import compiled_module, parse
-
     stack = site.user_stack
     if not stack or stack[-1].origin == "user" or site.line is None:
         return None
@@ -123,8 +123,6 @@ def _decorator_name(node: ast.expr) -> str | None:
 
 def _asked_at(stack: list[Any]) -> str | None:
     """file:line of the first call in the program's own files that passes experts_implementation="eager"."""
-    from tcx.core.analysis.library_branch import parse
-
     for path in dict.fromkeys(f.file for f in stack if f.origin == "user"):
         tree = parse(path)
         if tree is None:

@@ -18,20 +18,18 @@ calls (`logging_text`). Pure and torch-free.
 from __future__ import annotations
 
 import ast
-import functools
 import os
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tcx.core import pysource
+from tcx.core.analysis.experts_dispatch import ExpertsDispatch, experts_dispatch
+from tcx.core.analysis.library_source import compiled_module, parse, source_lines
 
 if TYPE_CHECKING:
-    from tcx.core.analysis.experts_dispatch import ExpertsDispatch
     from tcx.core.model import Frame, RunModel
     from tcx.core.views.explain import BreakSite
 
-MAX_BYTES = 2_000_000  # a larger source file is not parsed
 _MODULE_CALL = re.compile(r"\bself\b|\*args\b")  # a frame that hands the module on to the next one
 
 
@@ -80,8 +78,6 @@ def head_suggestions(model: RunModel, sites: list[BreakSite]) -> None:
 def module_setting(model: RunModel, site: BreakSite) -> LibraryBranch | ExpertsDispatch | None:
     """What to set on the compiled module before compiling so the break's library code does not run: a
     library branch's attribute, or transformers' experts implementation (analysis/experts_dispatch.py)."""
-    from tcx.core.analysis.experts_dispatch import experts_dispatch
-
     return library_branch(model, site) or experts_dispatch(model, site)
 
 
@@ -160,34 +156,6 @@ def _mentions(site: BreakSite, word: str) -> bool:
     if text is None or site.line is None:
         return False
     return any(word in ln for ln in text[max(0, site.line - 6) : site.line])
-
-
-def compiled_module(model: RunModel) -> tuple[str, str] | None:
-    """(the program's name for it, file:line) of the one nn.Module the program compiled."""
-    from tcx.core.analysis.empty_run import compile_calls
-
-    modules = [c for c in compile_calls(model) if c.target[:1].isupper()]  # a class: a module compiled
-    if len(modules) != 1 or not modules[0].file or not modules[0].line:
-        return None
-    call = modules[0]
-    tree = parse(call.file or "")
-    name = _compiled_name(tree, call.line or 0) if tree else None
-    return (name, call.where) if name else None
-
-
-def _compiled_name(tree: ast.Module, line: int) -> str | None:
-    """The argument of the `torch.compile(...)` call at `line`, when it is a (dotted) name."""
-    for node in ast.walk(tree):
-        if (
-            isinstance(node, ast.Call)
-            and node.lineno <= line <= (node.end_lineno or node.lineno)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "compile"
-            and node.args
-            and isinstance(node.args[0], (ast.Name, ast.Attribute))
-        ):
-            return ast.unparse(node.args[0])
-    return None
 
 
 def _reaches_self(stack: list[Frame]) -> bool:
@@ -308,36 +276,3 @@ def _function_at(tree: ast.Module, name: str, line: int) -> ast.FunctionDef | as
         ):
             found = n
     return found
-
-
-def parse(path: str) -> ast.Module | None:
-    try:
-        return _load(path, os.stat(path).st_mtime_ns)[1] if path else None
-    except (OSError, ValueError):
-        return None
-
-
-def source_lines(path: str) -> list[str] | None:
-    """The file's lines (with their ends), as Python reads it; None when it cannot be read."""
-    try:
-        return _load(path, os.stat(path).st_mtime_ns)[0]
-    except (OSError, ValueError):
-        return None
-
-
-@functools.lru_cache(maxsize=8)
-def _load(path: str, _mtime_ns: int) -> tuple[list[str] | None, ast.Module | None]:
-    """Read and parse once per version of the file."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read(MAX_BYTES + 1)
-        if len(data) > MAX_BYTES:
-            return None, None
-        text = pysource.decode(data)[0]
-    except (OSError, SyntaxError, ValueError, LookupError):
-        return None, None
-    try:
-        tree: ast.Module | None = ast.parse(text)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        tree = None
-    return pysource.lines(text), tree
