@@ -13,7 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.analysis.tied_sizes import mark_target, tied_sizes
+from tcx.core.analysis.tied_sizes import KEYWORD_ARG, mark_target, tied_sizes
+from tcx.core.frames import frame_origin
 from tcx.core.model.call_records import Call, FailedGuard
 from tcx.core.model.shape_facts import CompileShapes, Dim, Specialization, UserLine
 from tcx.core.torchtext.json_object import json_object
@@ -324,7 +325,7 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
             call.user_names[d.arg], call.user_call = named
     if tied and dynamic != "False":
         return CAUSES["shape"], _tied_remedy(call, g, head, [dim, *tied])
-    arg = user[0] if user else g.arg
+    arg = mark_target(g.arg or "?", call.user_names)
     mark = (
         f"torch._dynamo.mark_dynamic({arg}, {g.dim}) (or maybe_mark_dynamic({arg}, {g.dim}) if it may "
         "stay static)"
@@ -338,6 +339,13 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
         )
     else:
         lead = " To fix it,"
+    if KEYWORD_ARG.fullmatch(g.arg or "") and frame_origin(call.file or "") == "library":
+        # the library's code receives it through its wrapper's **kwargs: it may specialize the size
+        return CAUSES["shape"], (
+            f"{head}{lead} compile with dynamic=True (torch then keeps a size fixed where the library's "
+            f"code needs it), or mark it dynamic before the first call: {mark}; a mark is strict, and "
+            "torch raises ConstraintViolationError if any frame the tensor reaches specializes the size."
+        )
     return CAUSES["shape"], (
         f"{head}{lead} mark it dynamic before the first call: {mark}, or compile with dynamic=True."
     )

@@ -19,11 +19,16 @@ _SIZE_SIDE = re.compile(r"(?P<src>\S+)\.size\(\)\[(?P<dim>\d+)\]")  # one side o
 KEYWORD_ARG = re.compile(r"kwargs\['(\w+)'\]")
 
 
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
 def mark_target(arg: str, user_names: dict[str, str] | None = None) -> str:
-    """What a mark names for `arg` in the user's code: their own expression where their call passes it
-    (`user_names`), the tensor passed by keyword for `kwargs['k']`, else the argument itself."""
-    if user_names and arg in user_names:
-        return user_names[arg]
+    """What a mark names for `arg` in the user's code: their own name where their call passes one
+    (`user_names`: `ids`, `batch.ids`; an expression such as `torch.ones_like(ids)` makes a new tensor each
+    call, so it is not one to mark), the tensor passed by keyword for `kwargs['k']`, else the argument."""
+    named = (user_names or {}).get(arg)
+    if named and _DOTTED.fullmatch(named):
+        return named
     m = KEYWORD_ARG.fullmatch(arg)
     return f"<the tensor you pass as {m[1]}=>" if m else arg
 

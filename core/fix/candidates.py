@@ -187,7 +187,7 @@ def candidates(
         _add_break_remedy(by_change, site, missing, runnable_found=branch)
     shape = _shape_recompiles(recompiles)
     for finding in shape:
-        for alternative, remedy in enumerate(_shape_remedies(finding, missing), int(bool(finding.tied))):
+        for alternative, remedy in enumerate(_shape_remedies(finding, missing), int(_lenient_first(finding))):
             remedy = by_change.setdefault(remedy.change, remedy)
             remedy.alternative = alternative
             remedy.findings.append(finding)
@@ -202,7 +202,7 @@ def candidates(
             runnable=not already,
             why_not_run="the program already compiles with dynamic=True" if already else None,
             # first where sizes are tied (the marks must then name every tied size), else after the marks
-            alternative=0 if any(f.tied for f in marked) else 3,
+            alternative=0 if any(_lenient_first(f) for f in marked) else 3,
         )
     for finding in _symbolic_recompiles(recompiles):
         call = f"torch._dynamo.mark_static({finding.arg}, {finding.dim})"
@@ -271,6 +271,16 @@ def order(remedies: list[Remedy]) -> list[Remedy]:
         remedies,
         key=lambda r: (not r.runnable, r.alternative, -round(r.cost_s, 4), r.kind == "code", -r.weight),
     )
+
+
+def _lenient_first(finding: Finding) -> bool:
+    """dynamic=True before the marks: sizes tied by a guard (a mark on one alone raises), or a size the
+    library's code receives through its wrapper's **kwargs (a mark raises ConstraintViolationError where
+    any frame the tensor reaches specializes it; GPT-2's loss did, on the same tensor passed as labels=)."""
+    from tcx.core.frames import frame_origin
+
+    through_library = frame_origin(finding.file or "") == "library"
+    return bool(finding.tied) or (through_library and bool(KEYWORD_ARG.fullmatch(finding.arg or "")))
 
 
 def _shape_remedies(finding: Finding, missing: dict[str, str]) -> list[Remedy]:
