@@ -165,3 +165,39 @@ def test_nothing_is_advised_without_a_constant_or_without_the_compiled_modules_s
     assert library_branch(model, _site(tmp_path, "fallback(kind)")) is None  # type: ignore[arg-type]
     other = _site(tmp_path, '"A"', caller="other.{name}()")  # not reached through `self`
     assert library_branch(model, other) is None  # type: ignore[arg-type]
+
+
+@pytest.mark.torch
+def test_a_size_the_library_receives_by_keyword_is_remedied_with_dynamic_true_first() -> None:
+    """The sequence length recompiles on `kwargs['input_ids']` of transformers' wrapper; the program passes
+    the same tensor as input_ids= and labels=, and the loss (another frame) specializes its length, so a
+    mark on `ids` makes torch raise ConstraintViolationError (bench/advice.txt: refuted) while dynamic=True
+    removes the recompile (verified). tcx fix tries dynamic=True first; the mark, tried after it, names the
+    program's `ids`; the recompiles text leads with dynamic=True and says why a mark can fail."""
+    from tcx.cli.session import load
+    from tcx.core.fix.candidates import candidates, order
+    from tcx.core.views.explain import explain
+    from tcx.core.views.recompiles import analyze
+
+    run = shared_run("explain", str(GPT2), "--backend", "eager", "--format", "json", save=True, trace=True)
+    model = load(str(run.ok().recording)).model
+    report = analyze(model)
+    shape = [
+        r for r in order(candidates(explain(model), report, already_dynamic=False)) if r.kind == "dynamism"
+    ]
+    assert shape[0].dynamic is True and shape[0].runnable
+    call_line = next(
+        i for i, ln in enumerate(GPT2.read_text().splitlines(), 1) if "compiled(input_ids=" in ln
+    )
+    assert (
+        shape[1].change
+        == f"torch._dynamo.mark_dynamic(ids, 1)  # before your call at gpt2_loss_type.py:{call_line}"
+    )
+    assert shape[1].alternative > shape[0].alternative
+    marking = {
+        c.remedy for c in report.calls if c.remedy and "torch._dynamo.mark_dynamic(ids, 1)" in c.remedy
+    }
+    assert marking
+    for remedy in marking:
+        assert remedy.index("compile with dynamic=True") < remedy.index("torch._dynamo.mark_dynamic(ids, 1)")
+        assert "ConstraintViolationError if any frame the tensor reaches specializes the size" in remedy
