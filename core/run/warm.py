@@ -5,10 +5,11 @@ before the program does anything). A script that runs tcx many times (a test sui
 that checks several programs) can set TCX_WARM_DIR to a private folder of its own: tcx then
 keeps, per environment, one process there that has imported torch (core/recorder/warm.py) and
 starts each later run as a fork of it. The first run with an environment starts cold and leaves
-a mark, the second starts cold and the warm process, later ones fork. Any difference that could
-matter at import (the interpreter, tcx's own code, every environment variable but the few that
-only shape the output) makes a different environment; anything unexpected falls back to the
-usual cold start. The folder must be a real folder owned by this user and closed to others.
+a mark; the second starts the warm process, waits for it (about as long as a cold start takes)
+and forks from it, as later ones do. Any difference that could matter at import (the interpreter,
+tcx's own code, every environment variable but the few that only shape the output, and TORCH_TRACE
+and PYTHONPATH, which the fork applies again) makes a different environment; anything unexpected
+falls back to the usual cold start. The folder must be a real folder owned by this user and closed to others.
 
 A command that makes several runs of one program (`tcx fix`, `tcx cost`) does the same within
 itself where TCX_WARM_DIR is unset (`invocation`): its warm process lives in a private temporary
