@@ -29,9 +29,9 @@ test: $(STAMP)  ## run the whole test suite (real torch.compile runs on the CPU;
 	@$(PY) -m compileall -q tcx cli core renderers tui >/dev/null
 	$(PYTEST)
 
-test-fast: $(STAMP)  ## the inner loop: unit tests, saved recordings and logs, one live run, no fuzzer (goal: 90 s)
+test-fast: $(STAMP)  ## the inner loop: unit tests, saved recordings and logs, one live run, no fuzzer, no nested pytest (goal: 90 s)
 	@$(PY) -m compileall -q tcx cli core renderers tui >/dev/null
-	$(PYTEST) -m "not (torch or fuzz) or smoke"
+	$(PYTEST) -m "not (torch or fuzz or nested) or smoke"
 
 # mypy sees the installed layout (tcx.core = core/, ...): a tree of links made for it.
 MYPY_LAYOUT := .mypy-layout

@@ -99,7 +99,10 @@ def command(**params: Any) -> None:
             )
         loaded = common.load(params, VIEW.fresh_compile)
     else:
-        loaded = cost_run(params, eager=not params.get("no_eager"))
+        from tcx.core.run import warm
+
+        with warm.invocation():  # the runs after the first fork from one warm process (core/run/warm.py)
+            loaded = cost_run(params, eager=not params.get("no_eager"))
     view = build_cost(loaded.model, common.selection(loaded))
     written = write_trace(view, params["trace_path"]) if params.get("trace_path") else False
     from tcx.renderers.formats import write

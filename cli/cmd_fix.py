@@ -78,9 +78,11 @@ def command(**params: Any) -> None:
             hint="Give the script: tcx fix --isolate path/to/script.py (or script.py:func).",
         )
     from tcx.core.recorder.compat_fix import missing_remedies
+    from tcx.core.run import warm
 
     max_runs = DEFAULT_MAX_RUNS if params.get("max_runs") is None else params["max_runs"]
-    with tempfile.TemporaryDirectory(prefix="tcx-fix-") as folder:
+    # the re-runs fork from one warm process of this command's own (core/run/warm.py)
+    with tempfile.TemporaryDirectory(prefix="tcx-fix-") as folder, warm.invocation():
         isolated = IsolatedCopy(target.script, Path(folder) / "isolated") if params.get("isolate") else None
         if isolated:
             isolated.check()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sysconfig
@@ -31,6 +32,7 @@ def is_tcx_code(filename: str) -> bool:
     return not filename.startswith("<") and os.path.abspath(filename).startswith(_TCX_DIRS)
 
 
+@functools.lru_cache(maxsize=4096)  # a run's stacks name the same few files many times over
 def frame_origin(filename: str) -> str:
     """'user', 'torch', 'library' (site-packages) or 'stdlib' for a frame's file."""
     norm = filename.replace("\\", "/")

@@ -37,6 +37,7 @@ def test_every_cleared_variable_is_tried():
     assert set(ENV_CLEARED) <= set(HOSTILE) and "TERM" in HOSTILE
 
 
+@pytest.mark.nested  # three more pytests (about 40 CPU-seconds): in make test, not the inner loop
 @pytest.mark.parametrize("name", ["all at once", "NO_COLOR", "FORCE_COLOR"])
 def test_sensitive_tests_pass_with_the_variables_set(name):
     env = {**os.environ, **(HOSTILE if name == "all at once" else {name: HOSTILE[name]})}

@@ -2,9 +2,12 @@
 run a cold start makes — its counts, its folder and environment, its output and exit status, a
 signal that ends it, a timeout that stops it.
 
-The tests share one warm folder of their own (not the session's): its first two runs start cold
-(the first leaves a mark, the second starts the warm process), later ones fork. Which process a
-run's program ran under is the program's own observation: its parent's command line.
+The tests share one warm folder of their own (not the session's): its first run starts cold and
+leaves a mark, the second starts the warm process and forks from it, later ones fork. Which process
+a run's program ran under is the program's own observation: its parent's command line.
+
+`tcx fix` and `tcx cost` keep a warm process of their own where TCX_WARM_DIR is unset: the fix tests
+below run without it, and compare with the same command with TCX_WARM_DIR=off (every run cold).
 """
 
 from __future__ import annotations
@@ -101,15 +104,16 @@ def warm(warmed: Warmed) -> Warm:
     return warmed.tcx
 
 
-def test_the_third_run_forks_and_counts_as_the_cold_runs(warmed: Warmed) -> None:
+def test_the_second_run_forks_and_counts_as_the_cold_run(warmed: Warmed) -> None:
     runs = warmed.runs
     for proc, _ in runs:
         assert proc.returncode == 0, proc.stderr[-3000:]
-    assert [forked(seen) for _, seen in runs] == [False, False, True]
+    assert [forked(seen) for _, seen in runs] == [False, True, True]
     docs = [json.loads(proc.stdout) for proc, _ in runs]
     keys = ("graph_count", "graph_break_count", "compile_count", "recompile_count")
     assert (
         {k: docs[2][k] for k in keys}
+        == {k: docs[1][k] for k in keys}
         == {k: docs[0][k] for k in keys}
         == {
             "graph_count": 2,
@@ -177,3 +181,145 @@ def test_a_folder_others_may_write_to_is_not_used(tmp_path: Path) -> None:
     proc, seen = Warm(folder, program).run("explain", "--backend", "eager")
     assert proc.returncode == 0 and not forked(seen), proc.stderr[-3000:]
     assert list(folder.iterdir()) == []  # not even the mark a first run leaves
+
+
+# `tcx fix` on a program with a print break (two remedies: a config, and a rewrite of the file run
+# from a copy with the program's folder on PYTHONPATH), which imports a module beside it.
+FIX_PROBE = """\
+import json, os, sys
+import torch
+from probe_helper import SCALE
+
+parent = open(f"/proc/{os.getppid()}/cmdline", "rb").read().split(b"\\0")
+with open(os.environ["PROBE_LOG"], "a") as out:
+    out.write(json.dumps({"parent": [p.decode() for p in parent if p], "ppid": os.getppid(),
+                          "file": __file__, "path": sys.path[:2]}) + "\\n")
+
+@torch.compile(backend="eager")
+def step(x):
+    y = torch.tanh(x * SCALE)
+    print("step y:", y.shape)
+    return y
+
+for n in (4, 4, 4):
+    step(torch.ones(n))
+"""
+
+
+@dataclass
+class FixRun:
+    doc: dict
+    runs: list[dict]  # what the program saw in each run, in order
+    tmp: Path  # the command's TMPDIR
+
+
+def _fix(base: Path, name: str, warm_dir: str | None) -> FixRun:
+    folder = base / name
+    (folder / "tmp").mkdir(parents=True)
+    (folder / "program").mkdir()
+    program = folder / "program" / "probe.py"
+    program.write_text(FIX_PROBE)
+    (folder / "program" / "probe_helper.py").write_text("SCALE = 2\n")
+    env = {k: v for k, v in os.environ.items() if k != "TCX_WARM_DIR"}
+    env.update(NO_COLOR="1", PROBE_LOG=str(folder / "runs.jsonl"), TMPDIR=str(folder / "tmp"))
+    if warm_dir is not None:
+        env["TCX_WARM_DIR"] = warm_dir
+    proc = subprocess.run(
+        [sys.executable, "-m", "tcx", "fix", str(program), "--no-save", "--format", "json"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = [json.loads(line) for line in (folder / "runs.jsonl").read_text().splitlines()]
+    return FixRun(json.loads(proc.stdout), runs, folder / "tmp")
+
+
+FixRuns = tuple[FixRun, FixRun]
+
+
+@pytest.fixture(scope="module")
+def fix_runs(tmp_path_factory) -> FixRuns:
+    """`tcx fix` with its own warm process (TCX_WARM_DIR unset), and every run cold (=off)."""
+    base = tmp_path_factory.mktemp("fix")
+    return _fix(base, "warm", None), _fix(base, "cold", "off")
+
+
+def test_the_reruns_of_tcx_fix_fork_from_its_own_warm_process(fix_runs: FixRuns) -> None:
+    warm, cold = fix_runs
+    assert len(warm.runs) == len(cold.runs) == 3  # the baseline, the config, the rewritten copy
+    assert [forked(r) for r in warm.runs] == [False, True, True]
+    assert [forked(r) for r in cold.runs] == [False, False, False]
+    assert len({r["ppid"] for r in warm.runs[1:]}) == 1  # one warm process for the command
+
+
+def test_the_rewritten_copy_runs_forked_with_the_programs_folder_on_its_path(
+    fix_runs: FixRuns,
+) -> None:
+    """The copy imports probe_helper from the program's folder (PYTHONPATH): the fork put it on
+    sys.path just after the copy's own folder, as Python does at start-up in the cold run."""
+    warm, cold = fix_runs
+    for fix in (warm, cold):
+        copy = next(r for r in fix.runs if not r["file"].endswith("/program/probe.py"))
+        assert copy["path"] == [os.path.dirname(copy["file"]), str(fix.tmp.parent / "program")]
+    assert forked(next(r for r in warm.runs if not r["file"].endswith("/program/probe.py")))
+
+
+def test_tcx_fix_with_its_warm_process_counts_and_judges_as_cold_runs(
+    fix_runs: FixRuns,
+) -> None:
+    warm, cold = fix_runs
+    keys = ("graph_breaks", "graphs", "recompiles")
+
+    def judged(doc: dict) -> list:
+        return [
+            (r["change"], r["verified"], r["outputs_match"], {k: r["after"][k] for k in keys})
+            for r in doc["remedies"]
+        ]
+
+    assert {k: warm.doc["before"][k] for k in keys} == {k: cold.doc["before"][k] for k in keys}
+    assert judged(warm.doc) == judged(cold.doc)
+    # the print moved after the call is verified; the config torch refuses for this print is not
+    assert {"reorderable" in change: v for change, v, _, _ in judged(warm.doc)} == {False: True, True: False}
+
+
+def test_the_commands_warm_process_and_its_folder_are_gone_when_it_ends(
+    fix_runs: FixRuns,
+) -> None:
+    warm, _ = fix_runs
+    server = warm.runs[1]["ppid"]
+    assert (
+        not Path(f"/proc/{server}").exists()
+        or b"warm_boot" not in Path(f"/proc/{server}/cmdline").read_bytes()
+    )
+    assert not [p.name for p in warm.tmp.iterdir() if p.name.startswith("tcx-warm-")]
+
+
+def test_a_fork_takes_a_new_path_entry_unless_it_holds_a_module_already_imported(tmp_path: Path) -> None:
+    """The warm process's check (run here, in this test's own process): a folder with a module of
+    its own is put on the path; one holding `json` (imported here) or a sitecustomize starts cold."""
+    from tcx.core.recorder.warm import path_for
+
+    own, clean, shadow, site = (tmp_path / n for n in ("own", "clean", "shadow", "site"))
+    for folder, module in (
+        (own, "own_mod"),
+        (clean, "probe_helper"),
+        (shadow, "json"),
+        (site, "sitecustomize"),
+    ):
+        folder.mkdir()
+        (folder / f"{module}.py").write_text("")
+
+    def request(*entries: Path | str) -> dict:
+        return {"env": {"PYTHONPATH": os.pathsep.join(map(str, entries))}, "cwd": str(tmp_path)}
+
+    assert path_for(request(own), [str(own)]) == [str(own)]
+    assert path_for(request("clean", own, "clean"), [str(own)]) == [str(clean), str(own)]  # as Python: once
+    assert path_for(request(shadow, own), [str(own)]) is None
+    assert path_for(request(site), []) is None
+    assert path_for(request(clean), [], known=False) is None
+    assert (
+        path_for({"env": {}, "cwd": str(tmp_path)}, [os.path.dirname(json.__file__)]) is None
+    )  # json from there

@@ -7,16 +7,24 @@ a run then starts as a fork of it: the same interpreter, the same environment at
 already imported, and from there on exactly what a cold child does (the recorder's hooks, then
 the program). The fork makes a session of its own and takes the run's stdin, stdout and stderr
 (passed over the socket) and its folder and environment; this process waits for it and sends
-its exit status back. What this process cannot serve (the CUDA preview, which must load before
-torch) it answers "cold", and tcx starts the child the usual way.
+its exit status back. A run's PYTHONPATH may differ from this process's (`tcx fix` runs a rewritten
+copy of the program with the original's folder on it): the fork puts the run's entries on sys.path
+where Python puts them at start-up, unless a new entry holds a module this process has already
+imported (the run's own copy would shadow it in a cold start). What this process cannot serve
+(that, the CUDA preview, which must load before torch) it answers "cold", and tcx starts the child
+the usual way.
 
-Run as a script (`python .../recorder/warm_boot.py SOCKET IDLE_S`); it exits after IDLE_S
-seconds without a request, or when its socket file is removed (the folder was cleaned up).
+Run as a script (`python .../recorder/warm_boot.py SOCKET IDLE_S [tied]`); it exits after IDLE_S
+seconds without a request, when its socket file is removed (the folder was cleaned up), or, `tied`,
+when the tcx process that started it is gone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import gc
+import importlib
+import importlib.machinery
 import json
 import os
 import select
@@ -25,35 +33,49 @@ import socket
 import struct
 import sys
 import time
+from collections.abc import Iterable
 from typing import Any
 
 HEADER = struct.Struct("!I")  # the request's length, then the request (JSON)
 MAX_REQUEST = 64 * 1024 * 1024
 POLL_S = 0.2
 TRACE = "TORCH_TRACE"  # torch reads it at import; a fork with another folder has torch read it again
+PATH = "PYTHONPATH"  # read at start-up into sys.path; a fork with other entries gets them put there
+# Imported at start-up from the first folder of sys.path that holds them: a new entry with one of
+# these would have run it in a cold start.
+STARTUP_MODULES = ("sitecustomize", "usercustomize")
 
 
-def serve(path: str, idle_s: float) -> list[str] | None:
+def serve(path: str, idle_s: float, tied: bool = False) -> list[str] | None:
     """Serve fork requests on the socket at `path`. Returns None in this process when it is done;
-    in a forked child, returns the recorder's argv (the caller runs it and exits)."""
+    in a forked child, returns the recorder's argv (the caller runs it and exits). `tied`: the
+    warm process of one tcx command (core/run/warm.invocation), which exits when that command is gone."""
+    parent = os.getppid()
+    own_path = python_path(os.environ.get(PATH), os.getcwd())  # sys.path's first entries, as started
+    known = sys.path[: len(own_path)] == own_path  # else no run gets other entries: it starts cold
     import torch  # noqa: F401  (the point of this process: imported once, shared by every fork)
 
     from tcx.core.recorder import captures, child, compat, program  # noqa: F401
 
-    for name in ("torch._dynamo", "torch._inductor.compile_fx"):  # what a compile imports first
+    # What a compile imports first. A command's own warm process (`tied`) serves runs whose compile
+    # seconds are compared with its first run's, which started cold: it imports only what a cold
+    # child has imported when the program starts (Inductor is imported within the first compile).
+    for name in ("torch._dynamo",) if tied else ("torch._dynamo", "torch._inductor.compile_fx"):
         with contextlib.suppress(ImportError):
             __import__(name)
     trace_again = compat.can_reopen_trace_folder()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        listener.bind(path)  # a second server for the same folder and key loses here, and exits
-    except OSError:
+    # Out of the collector's sight: a fork's first collection would otherwise touch every object
+    # imported here, and copy each page that holds one (copy-on-write), as dear as importing again.
+    gc.collect()
+    gc.freeze()
+    listener = _listen(path)
+    if listener is None:
         return None
-    os.chmod(path, 0o600)
-    listener.listen(16)
     waiting: dict[int, socket.socket] = {}  # a forked child's pid: the connection of its run
     last = time.monotonic()
     while os.path.exists(path) and (waiting or time.monotonic() - last < idle_s):
+        if tied and os.getppid() != parent:
+            break
         _reap(waiting)
         ready, _, _ = select.select([listener], [], [], POLL_S)
         if not ready:
@@ -61,7 +83,8 @@ def serve(path: str, idle_s: float) -> list[str] | None:
         conn, _ = listener.accept()
         last = time.monotonic()
         request, fds = _receive(conn)
-        if request is None or _needs_cold_start(request, trace_again):
+        new_path = None if request is None else path_for(request, own_path, known)
+        if request is None or new_path is None or _needs_cold_start(request, trace_again):
             _close(fds)
             _send(conn, "cold")
             conn.close()
@@ -73,7 +96,7 @@ def serve(path: str, idle_s: float) -> list[str] | None:
             listener.close()
             for other in (conn, *waiting.values()):
                 other.close()
-            return _become_the_child(request, fds)
+            return _become_the_child(request, fds, new_path, len(own_path))
         _close(fds)
         _send(conn, f"pid {pid}")
         waiting[pid] = conn
@@ -84,6 +107,83 @@ def serve(path: str, idle_s: float) -> list[str] | None:
         _reap(waiting)
         time.sleep(POLL_S)
     return None
+
+
+def _listen(path: str) -> socket.socket | None:
+    """A socket listening at `path`, or None where another server has it. Bound under a temporary
+    name and linked to `path` once it listens, so that a run that sees the file can connect."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    temporary = f"{path}.{os.getpid()}"
+    try:
+        listener.bind(temporary)
+        os.chmod(temporary, 0o600)
+        listener.listen(16)
+        os.link(temporary, path)  # a second server for the same folder and key loses here, and exits
+    except OSError:
+        listener.close()
+        return None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+    return listener
+
+
+def python_path(value: str | None, cwd: str) -> list[str]:
+    """The entries PYTHONPATH puts first on sys.path at start-up: absolute (an empty one is the
+    working directory), each once."""
+    if not value:
+        return []
+    return _unique(os.path.normpath(os.path.join(cwd, entry)) for entry in value.split(os.pathsep))
+
+
+def _unique(paths: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    kept = []
+    for entry in paths:
+        key = os.path.normcase(os.path.abspath(entry))
+        if key not in seen:
+            seen.add(key)
+            kept.append(entry)
+    return kept
+
+
+def path_for(request: dict[str, Any], own: list[str], known: bool = True) -> list[str] | None:
+    """The PYTHONPATH entries of the run's sys.path, or None where a fork cannot have them: a new
+    entry holds a module this process imported (or one Python runs at start-up), or a module this
+    process imported came from an entry the run does not have. `own`: this process's entries, first
+    on its sys.path (`known`: where they were found)."""
+    try:
+        env, cwd = dict(request["env"]), str(request.get("cwd") or os.getcwd())
+    except (KeyError, TypeError, ValueError):
+        return None
+    wanted = python_path(env.get(PATH), cwd)
+    if wanted == own:
+        return wanted
+    if not known:
+        return None
+    imported = {name for name in sys.modules if "." not in name}
+    for entry in set(wanted) - set(own):
+        if _top_level_names(entry) & (imported | set(STARTUP_MODULES)):
+            return None
+    gone = tuple(os.path.join(entry, "") for entry in set(own) - set(wanted))
+    files = (str(getattr(m, "__file__", None) or "") for m in list(sys.modules.values()))
+    if gone and any(file.startswith(gone) for file in files):
+        return None
+    return wanted
+
+
+def _top_level_names(folder: str) -> set[str]:
+    """The names `import NAME` could find in `folder` (modules, packages, extension modules)."""
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return set()
+    suffixes = tuple(importlib.machinery.all_suffixes())
+    return {
+        name.split(".", 1)[0]
+        for name in entries
+        if name.endswith(suffixes) or os.path.isdir(os.path.join(folder, name))
+    }
 
 
 def _needs_cold_start(request: dict[str, Any], trace_again: bool) -> bool:
@@ -148,7 +248,7 @@ def _reap(waiting: dict[int, socket.socket]) -> None:
             conn.close()
 
 
-def _become_the_child(request: dict[str, Any], fds: list[int]) -> list[str]:
+def _become_the_child(request: dict[str, Any], fds: list[int], entries: list[str], own: int) -> list[str]:
     """In the fork: what a cold start of the recorder child would be, from here on."""
     os.setsid()  # a session and process group of its own, as the cold child's start_new_session
     for target, fd in zip((0, 1, 2), fds, strict=False):
@@ -165,4 +265,7 @@ def _become_the_child(request: dict[str, Any], fds: list[int]) -> list[str]:
         from tcx.core.recorder import compat
 
         compat.reopen_trace_folder()  # checked before the fork (can_reopen_trace_folder)
+    if sys.path[:own] != entries:  # checked before the fork (path_for); the rest as site.py leaves it
+        sys.path[:] = _unique([*entries, *sys.path[own:]])
+        importlib.invalidate_caches()
     return list(request["argv"])

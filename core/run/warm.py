@@ -5,10 +5,16 @@ before the program does anything). A script that runs tcx many times (a test sui
 that checks several programs) can set TCX_WARM_DIR to a private folder of its own: tcx then
 keeps, per environment, one process there that has imported torch (core/recorder/warm.py) and
 starts each later run as a fork of it. The first run with an environment starts cold and leaves
-a mark, the second starts cold and the warm process, later ones fork. Any difference that could
-matter at import (the interpreter, tcx's own code, every environment variable but the few that
-only shape the output) makes a different environment; anything unexpected falls back to the
-usual cold start. The folder must be a real folder owned by this user and closed to others.
+a mark; the second starts the warm process, waits for it (about as long as a cold start takes)
+and forks from it, as later ones do. Any difference that could matter at import (the interpreter,
+tcx's own code, every environment variable but the few that only shape the output, and TORCH_TRACE
+and PYTHONPATH, which the fork applies again) makes a different environment; anything unexpected
+falls back to the usual cold start. The folder must be a real folder owned by this user and closed to others.
+
+A command that makes several runs of one program (`tcx fix`, `tcx cost`) does the same within
+itself where TCX_WARM_DIR is unset (`invocation`): its warm process lives in a private temporary
+folder, starts with its second run (never for a single run) and ends with the command.
+TCX_WARM_DIR=off starts every run cold.
 """
 
 from __future__ import annotations
@@ -17,14 +23,18 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 ENV = "TCX_WARM_DIR"
+OFF = "off"  # TCX_WARM_DIR=off: every run starts cold
 IDLE_S = 120  # a warm process with no request for this long exits
 STARTING_S = 30  # how long a run waits for a warm process that is still starting
 WARM_BOOT = str(Path(__file__).resolve().parent.parent / "recorder" / "warm_boot.py")
@@ -48,6 +58,39 @@ _PER_RUN = frozenset(
         "PYTEST_XDIST_TESTRUNUID",
     }
 )
+# Read at import too, but the fork puts the run's own entries on sys.path (core/recorder/warm.py).
+_REAPPLIED = frozenset({"TORCH_TRACE", "PYTHONPATH"})
+
+_invocation: Path | None = None  # the private folder of the command that runs (`invocation`)
+_started: list[subprocess.Popen[bytes]] = []  # the warm processes started there
+
+
+@contextlib.contextmanager
+def invocation() -> Iterator[None]:
+    """While a command that makes several runs of a program runs: where TCX_WARM_DIR is unset, its
+    runs after the first fork from a warm process of its own, in a private temporary folder that
+    is removed at the end (the process ends with it)."""
+    global _invocation
+    if os.environ.get(ENV) or _invocation is not None:
+        yield
+        return
+    _invocation = Path(tempfile.mkdtemp(prefix="tcx-warm-"))  # 0700
+    try:
+        yield
+    finally:
+        shutil.rmtree(_invocation, ignore_errors=True)
+        _invocation = None
+        while _started:
+            _stop(_started.pop())
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    """A warm process exits within a poll of its socket's removal; killed if it has not."""
+    try:
+        server.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 class WarmChild:
@@ -90,15 +133,22 @@ def start(
     argv: list[str], env: dict[str, str], cwd: str | None, stdout: IO[Any] | int, stderr: IO[Any] | int
 ) -> WarmChild | None:
     """Fork the recorder child (`argv`: boot.py's arguments) from a warm process, or None: start it cold."""
-    folder = _private_folder(os.environ.get(ENV))
+    folder = _invocation or _private_folder(os.environ.get(ENV))
     if folder is None or not hasattr(socket, "send_fds"):
         return None
     key = _key(env)
     path = folder / f"{key}.sock"
     _wait_for_a_starting_server(folder, key)
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    conn = _connect(path)
+    if conn is None:
+        server = _start_server(folder, key, env, cwd)
+        if server is None:
+            return None
+        _wait_for_a_starting_server(folder, key, server)  # as long as a cold start would take
+        conn = _connect(path)
+        if conn is None:
+            return None
     try:
-        conn.connect(str(path))
         body = json.dumps({"argv": argv, "env": env, "cwd": cwd or os.getcwd()}).encode()
         with open(os.devnull, "rb") as stdin:
             fds = [stdin.fileno(), _fileno(stdout), _fileno(stderr)]
@@ -107,12 +157,21 @@ def start(
         answer = conn.makefile("rb").readline().decode().split()
     except (OSError, ValueError):
         conn.close()
-        _start_server(folder, key, env)
         return None
     if len(answer) != 2 or answer[0] != "pid":
         conn.close()
         return None
     return WarmChild(conn, int(answer[1]), argv)
+
+
+def _connect(path: Path) -> socket.socket | None:
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(str(path))
+    except OSError:
+        conn.close()
+        return None
+    return conn
 
 
 def _fileno(stream: IO[Any] | int) -> int:
@@ -121,7 +180,7 @@ def _fileno(stream: IO[Any] | int) -> int:
 
 def _private_folder(value: str | None) -> Path | None:
     """The folder TCX_WARM_DIR names, if it is a real folder of this user's that others cannot write."""
-    if not value:
+    if not value or value == OFF:
         return None
     try:
         info = os.lstat(value)
@@ -136,14 +195,17 @@ def _private_folder(value: str | None) -> Path | None:
 def _key(env: dict[str, str]) -> str:
     """Everything a warm process must share with the run it forks for."""
     sources = sorted((str(p), p.stat().st_mtime_ns) for p in _CORE.rglob("*.py"))
-    fixed = sorted((k, v) for k, v in env.items() if k not in _PER_RUN and k != "TORCH_TRACE")
+    fixed = sorted((k, v) for k, v in env.items() if k not in _PER_RUN and k not in _REAPPLIED)
     text = json.dumps([sys.executable, sys.version, str(_CORE), sources, fixed])
     return hashlib.sha1(text.encode()).hexdigest()[:20]
 
 
-def _wait_for_a_starting_server(folder: Path, key: str) -> None:
+def _wait_for_a_starting_server(
+    folder: Path, key: str, server: subprocess.Popen[bytes] | None = None
+) -> None:
     """A warm process started moments ago is still importing torch: waiting for it (idle) costs less
-    than a cold start (the same import, paid again)."""
+    than a cold start (the same import, paid again). `server`: the one this process started (no
+    more waiting once it has exited)."""
     import time
 
     started = folder / f"{key}.started"
@@ -153,30 +215,45 @@ def _wait_for_a_starting_server(folder: Path, key: str) -> None:
         return
     deadline = time.monotonic() + max(0.0, min(STARTING_S - age, STARTING_S))
     while not (folder / f"{key}.sock").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
+        if server is not None and server.poll() is not None:
+            return
+        time.sleep(0.05)
 
 
-def _start_server(folder: Path, key: str, env: dict[str, str]) -> None:
-    """The first run of an environment leaves a mark; the second starts its warm process."""
+def _start_server(
+    folder: Path, key: str, env: dict[str, str], cwd: str | None
+) -> subprocess.Popen[bytes] | None:
+    """The first run of an environment leaves a mark; the second starts its warm process (returned,
+    and waited for: a run that finds it starting waits for it too)."""
     for mark in (f"{key}.seen", f"{key}.started"):
         try:
             os.close(os.open(folder / mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
         except FileExistsError:
             continue
         except OSError:
-            return
+            return None
         if mark.endswith(".seen"):
-            return
-        subprocess.Popen(
-            [sys.executable, WARM_BOOT, str(folder / f"{key}.sock"), str(IDLE_S)],
-            env={k: v for k, v in env.items() if k != "TORCH_TRACE"},  # each fork reads its own
+            return None
+        server_env = {k: v for k, v in env.items() if k != "TORCH_TRACE"}  # each fork reads its own
+        if env.get("PYTHONPATH"):  # as the run would have it, though the server starts in `folder`
+            here = cwd or os.getcwd()
+            server_env["PYTHONPATH"] = os.pathsep.join(
+                os.path.normpath(os.path.join(here, p)) for p in env["PYTHONPATH"].split(os.pathsep)
+            )
+        server = subprocess.Popen(
+            [sys.executable, WARM_BOOT, str(folder / f"{key}.sock"), str(IDLE_S)]
+            + (["tied"] if folder == _invocation else []),
+            env=server_env,
             cwd=folder,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
-        return
+        if folder == _invocation:
+            _started.append(server)
+        return server
+    return None
 
 
 def _wait_gone(pid: int) -> None:
