@@ -85,13 +85,14 @@ def numerics_run(params: dict[str, Any]) -> Any:
         max_runs=DEFAULT_MAX_RUNS if max_runs is None else int(max_runs),
         localize=params.get("localize") is not False,
     )
-    from tcx.core.run import driver
+    from tcx.core.run import driver, warm
 
     if params.get("save"):
         driver.check_save(params["save"], getattr(resolve_target(params["target"]), "script", None))
     runner = LiveRunner(params)
     try:
-        with tempfile.TemporaryDirectory(prefix="tcx-numerics-") as folder:
+        # the runs after the first fork from one warm process (core/run/warm.py)
+        with tempfile.TemporaryDirectory(prefix="tcx-numerics-") as folder, warm.invocation():
             report = numerics(runner, Path(folder), options)
         return runner.finish(report)
     finally:
