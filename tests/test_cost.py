@@ -334,3 +334,32 @@ def test_on_a_gpu_busy_device_time_goes_to_kernels_and_idle_time_to_what_the_cpu
     assert (kernel.ns, kernel.own_ns, kernel.launches, kernel.bytes) == (650, 600, 1, 3000)
     assert parts[("guards", "Dynamo cache lookup (guard evaluation)")].ns == 90
     assert call.launch_ns == {"0/0": 20} and call.on_device
+
+
+def test_each_timed_call_records_the_cpu_time_it_used(skipped: dict) -> None:
+    """Every steady call carries the process's CPU time during it (tcx fix tells a call that waited for a
+    busy machine from one that got slower by it): positive, and about its wall time on a CPU run (no
+    more than the wall time times the threads torch may use, plus slack for the clocks)."""
+    import torch
+
+    from tcx.cli.session import load
+    from tcx.core.cost.measurements import read_measurements
+
+    calls = [c for c in read_measurements(load(str(skipped["recording"])).model).calls if c.measured]
+    assert calls and all(c.cpu_ns is not None and c.cpu_ns > 0 for c in calls)
+    assert all(c.cpu_ns <= c.wall_ns * (torch.get_num_threads() + 1) + 2_000_000 for c in calls)
+
+
+def test_fix_judges_a_rerun_slower_only_when_its_calls_also_used_more_cpu() -> None:
+    """The suite saw a re-run's every call 12 times slower than the baseline's while other tests compiled:
+    the calls waited for the machine. With each run's CPU time per call, such a run is not called slower;
+    a run whose calls used more CPU too is; without CPU times (an older recording) wall time decides."""
+    from tcx.core.fix.verify import Figures, _slower
+
+    before = Figures(0, 1, 0, 1.0, 1.277, steady_calls=11, range_ms=(1.0, 2.3), cpu_ms=1.2)
+    waited = Figures(0, 1, 0, 1.0, 15.895, steady_calls=12, range_ms=(15.562, 16.4), cpu_ms=1.3)
+    worked = Figures(0, 1, 0, 1.0, 15.895, steady_calls=12, range_ms=(15.562, 16.4), cpu_ms=15.0)
+    assert _slower(before, waited) is None
+    assert (_slower(before, worked) or "").startswith("slower: 1.277 → 15.895 ms per steady call")
+    old = Figures(0, 1, 0, 1.0, 1.277, steady_calls=11, range_ms=(1.0, 2.3))
+    assert _slower(old, Figures(0, 1, 0, 1.0, 15.895, steady_calls=12, range_ms=(15.562, 16.4))) is not None

@@ -41,6 +41,7 @@ class CallTime:
     mode: str | None = None  # grad, no_grad, inference_mode (None: not recorded)
     run: int = 0
     profiler_ns: int = 0  # tcx's profiler work just before the call (reading a profile, starting one)
+    cpu_ns: int | None = None  # the process's CPU time during the call (None: not recorded)
 
     @property
     def compile_ids(self) -> list[str]:
@@ -118,6 +119,7 @@ def call_time(e: dict[str, Any], run: int = 0) -> CallTime | None:
         mode=e["mode"] if isinstance(e.get("mode"), str) else None,
         run=run,
         profiler_ns=bounded(e.get("profiler_ns")) or 0,
+        cpu_ns=bounded(e.get("cpu_ns")),
     )
 
 

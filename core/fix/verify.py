@@ -76,6 +76,7 @@ class Figures:
     call_ms: float | None  # median wall time of the steady calls (no compile during them)
     steady_calls: int = 0
     range_ms: tuple[float, float] | None = None  # the fastest and the slowest steady call
+    cpu_ms: float | None = None  # median CPU time of the steady calls (the process's, all threads)
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -406,11 +407,13 @@ def measure(model: RunModel, selection: Selection, ex: Explanation) -> Figures:
         if selection.includes(c.compile_id)
     ]
     known = [s for s in compile_s if s is not None]
-    steady = [
-        c.wall_ns / 1e6
+    calls = [
+        c
         for c in read_measurements(model).calls
         if c.measured and (selection.function is None or c.function == selection.function)
     ]
+    steady = [c.wall_ns / 1e6 for c in calls]
+    cpu = [c.cpu_ns / 1e6 for c in calls if c.cpu_ns is not None]
     return Figures(
         graph_breaks=ex.graph_break_count,
         graphs=ex.graph_count,
@@ -419,6 +422,7 @@ def measure(model: RunModel, selection: Selection, ex: Explanation) -> Figures:
         call_ms=round(statistics.median(steady), 3) if steady else None,
         steady_calls=len(steady),
         range_ms=(round(min(steady), 3), round(max(steady), 3)) if steady else None,
+        cpu_ms=round(statistics.median(cpu), 3) if cpu and len(cpu) == len(steady) else None,
     )
 
 
@@ -465,8 +469,10 @@ def _why_not(
 
 def _slower(before: Figures, after: Figures) -> str | None:
     """A steady call at least SLOWER_RATIO times as long (and SLOWER_MS longer), each median taken
-    over MIN_STEADY_CALLS calls or more, and the ranges apart (the re-run's fastest call slower than the
-    baseline's slowest); fewer calls, or overlapping ranges, are not enough to judge on a busy machine."""
+    over MIN_STEADY_CALLS calls or more, the ranges apart (the re-run's fastest call slower than the
+    baseline's slowest), and SLOWER_RATIO times the CPU time where both runs recorded it; fewer calls,
+    overlapping ranges, or a call that only waited longer are not enough to judge on a busy machine (the
+    suite saw a re-run 12 times slower than its baseline, every call, while other tests compiled)."""
     if before.call_ms is None or after.call_ms is None:
         return None
     if min(before.steady_calls, after.steady_calls) < MIN_STEADY_CALLS:
@@ -475,6 +481,9 @@ def _slower(before: Figures, after: Figures) -> str | None:
         return None
     # on a busy machine one run's calls can all be slow: only calls slower than every baseline call count
     if before.range_ms and after.range_ms and after.range_ms[0] <= before.range_ms[1]:
+        return None
+    # and only calls that used more CPU: a run that waited for a busy machine's cores did not
+    if before.cpu_ms is not None and after.cpu_ms is not None and after.cpu_ms < SLOWER_RATIO * before.cpu_ms:
         return None
     return (
         f"slower: {before.call_ms} → {after.call_ms} ms per steady call (median of {before.steady_calls} → "

@@ -282,6 +282,7 @@ COST_CALL = Obj(
     line=OINT,
     start_ns=OINT,
     wall_ns=INT,
+    cpu_ns=OINT,  # the process's CPU time during the call (all its threads)
     profiler_ns=OINT,
     mode=OSTR,
     warmup=BOOL,

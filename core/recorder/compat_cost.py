@@ -313,7 +313,9 @@ def _measured_call(
     in_window = STATE.window is not None
     frames_before = STATE.frames_total() if STATE.frames_total else None
     STATE.depth, STATE.compiled = 1, []
-    clock = [0, 0]  # start, end of the call itself (inside the profiler's range when there is one)
+    # start, end of the call itself (inside the profiler's range when there is one), and the process's
+    # CPU time at both: a call slow only because the machine was busy used no more CPU
+    clock = [0, 0, 0, 0]
     ok = False
     if cuda:
         torch.cuda.synchronize()
@@ -327,23 +329,26 @@ def _measured_call(
         return result
     finally:
         wall = (clock[1] or time.perf_counter_ns()) - clock[0]
+        cpu = clock[3] - clock[2] if clock[3] else None
         STATE.depth = 0
         if frames_before is not None and STATE.frames_total and STATE.frames_total() != frames_before:
             STATE.compiled.append("dynamo frame")
             _discard_window()
         try:
-            _record(index, where, clock[0], wall, seen, ok, mode, in_window, opened_here, profiler_ns)
+            _record(index, where, clock[0], wall, seen, ok, mode, in_window, opened_here, profiler_ns, cpu)
         except Exception as err:  # measuring must never change what the program does
             _write("cost_call", hook_error=f"{type(err).__name__}: {err}")
 
 
 def _timed(compiled: Callable[..., Any], args: tuple, kwargs: dict, clock: list[int], cuda: bool) -> Any:
     """The call, its start and end in `clock`; on a GPU the device's work is waited for (it belongs to it)."""
+    clock[2] = time.process_time_ns()
     clock[0] = time.perf_counter_ns()
     result = compiled(*args, **kwargs)
     if cuda:
         torch.cuda.synchronize()
     clock[1] = time.perf_counter_ns()
+    clock[3] = time.process_time_ns()
     return result
 
 
@@ -378,6 +383,7 @@ def _record(
     profiled: bool,
     opened_here: bool,
     profiler_ns: int,
+    cpu: int | None = None,
 ) -> None:
     function, file, line, wraps = where
     warmup = bool(STATE.compiled) or seen < STATE.warmup
@@ -409,6 +415,8 @@ def _record(
         event["wraps"] = wraps
     if profiler_ns:
         event["profiler_ns"] = profiler_ns
+    if cpu is not None:
+        event["cpu_ns"] = cpu
     if STATE.compiled:
         event["compiled"] = STATE.compiled[:32]
     if not ok:
