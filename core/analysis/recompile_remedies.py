@@ -13,8 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tcx.core.analysis.tied_sizes import KEYWORD_ARG, mark_target, tied_sizes
-from tcx.core.frames import frame_origin
+from tcx.core.analysis.tied_sizes import library_keyword, mark_target, tied_sizes
 from tcx.core.model.call_records import Call, FailedGuard
 from tcx.core.model.shape_facts import CompileShapes, Dim, Specialization, UserLine
 from tcx.core.torchtext.json_object import json_object
@@ -339,7 +338,7 @@ def _shape(call: Call, g: FailedGuard, ctx: RemedyContext) -> tuple[str, str]:
         )
     else:
         lead = " To fix it,"
-    if KEYWORD_ARG.fullmatch(g.arg or "") and frame_origin(call.file or "") == "library":
+    if library_keyword(g.arg or "", call.file):
         # the library's code receives it through its wrapper's **kwargs: it may specialize the size
         return CAUSES["shape"], (
             f"{head}{lead} compile with dynamic=True (torch then keeps a size fixed where the library's "

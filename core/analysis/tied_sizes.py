@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from tcx.core.frames import frame_origin
 from tcx.core.model.shape_facts import Dim
 from tcx.core.torchtext import guards as guard_text
 
@@ -20,6 +21,12 @@ KEYWORD_ARG = re.compile(r"kwargs\['(\w+)'\]")
 
 
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def library_keyword(arg: str, file: str | None) -> bool:
+    """`arg` reaches a library's frame through its wrapper's **kwargs (HF's decorated forward): the
+    library's code may specialize its size, so a strict mark can raise where dynamic=True would not."""
+    return bool(KEYWORD_ARG.fullmatch(arg)) and frame_origin(file or "") == "library"
 
 
 def mark_target(arg: str, user_names: dict[str, str] | None = None) -> str:

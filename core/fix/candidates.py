@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tcx.core.analysis.remedies import structural_remedy
-from tcx.core.analysis.tied_sizes import KEYWORD_ARG, mark_target
+from tcx.core.analysis.tied_sizes import KEYWORD_ARG, library_keyword, mark_target
 from tcx.core.fix import source_file
 from tcx.core.fix.check_rewrite import check_rewrite
 from tcx.core.fix.helper_rewrite import helper_rewrites
@@ -277,10 +277,7 @@ def _lenient_first(finding: Finding) -> bool:
     """dynamic=True before the marks: sizes tied by a guard (a mark on one alone raises), or a size the
     library's code receives through its wrapper's **kwargs (a mark raises ConstraintViolationError where
     any frame the tensor reaches specializes it; GPT-2's loss did, on the same tensor passed as labels=)."""
-    from tcx.core.frames import frame_origin
-
-    through_library = frame_origin(finding.file or "") == "library"
-    return bool(finding.tied) or (through_library and bool(KEYWORD_ARG.fullmatch(finding.arg or "")))
+    return bool(finding.tied) or library_keyword(finding.arg or "", finding.file)
 
 
 def _shape_remedies(finding: Finding, missing: dict[str, str]) -> list[Remedy]:
