@@ -31,11 +31,26 @@ def main(argv: list[str]) -> int:
             "message": str(exc),
             "traceback": traceback.format_exc(),
         }
-    writer.write("program_exit", **exit_event)
-    writer.close()
     sys.stdout.flush()
     sys.stderr.flush()
+    _mark_output_end(spec.get("output_end"))
+    writer.write("program_exit", **exit_event)
+    writer.close()
     return 0
+
+
+def _mark_output_end(mark: str | None) -> None:
+    """Write how many bytes of output the program printed, so the run's output tail ends where the
+    program did: what the interpreter prints while it shuts down this process afterwards (a leak
+    report from an extension tcx's recorder loaded, say) is tcx's, not the program's."""
+    if not mark:
+        return
+    try:
+        end = os.lseek(sys.stdout.fileno(), 0, os.SEEK_CUR)
+        with open(mark, "w", encoding="ascii") as fh:
+            fh.write(str(end))
+    except (OSError, ValueError):
+        pass  # output to a terminal or a pipe: the whole tail is kept
 
 
 def run(spec: dict[str, Any], writer: children.ProcessWriter) -> dict[str, Any]:

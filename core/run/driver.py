@@ -101,6 +101,8 @@ def record(
         "what_if": opts.what_if,
     }
     output_path = workdir / "output.txt"
+    if not opts.show_output:
+        spec["output_end"] = str(workdir / "output.end")  # how far the program's own output goes
     started = time.monotonic()
     with open(output_path, "wb") as out:
         sink = sys.stderr if opts.show_output else out
@@ -133,7 +135,7 @@ def record(
         interrupted=supervisor.stop_signal is not None,
         interrupted_by=supervisor.stop_signal,
         wall_s=round(time.monotonic() - started, 3),
-        output_tail=_tail(output_path),
+        output_tail=_tail(output_path, _program_end(workdir / "output.end")),
     )
     writer.close()
     return LiveRun(
@@ -189,20 +191,34 @@ def keep(run: LiveRun, dest: str) -> None:
     save_copy(run.path, dest)
 
 
-def _tail(path: Path) -> list[str]:
+def _program_end(mark: Path) -> int | None:
+    """The byte count of output the child saw when the program ended (core/recorder/child.py)."""
+    try:
+        return int(mark.read_text(encoding="ascii"))
+    except (OSError, ValueError):
+        return None
+
+
+def _tail(path: Path, end: int | None = None) -> list[str]:
     """The program's last lines of output, bounded: at most `OUTPUT_TAIL_LINES` lines of at most
-    `OUTPUT_LINE_CHARS` characters, read from the last `OUTPUT_TAIL_BYTES` bytes; a marker line
-    says what was cut."""
+    `OUTPUT_LINE_CHARS` characters, read from the last `OUTPUT_TAIL_BYTES` bytes before `end` (where
+    the program ended; what came after, while the interpreter shut down, is counted in a marker line);
+    a marker line says what was cut."""
     try:
         size = os.path.getsize(path)
+        stop = size if end is None or not 0 <= end <= size else end
         with open(path, "rb") as fh:
-            fh.seek(max(0, size - OUTPUT_TAIL_BYTES))
-            data = fh.read(OUTPUT_TAIL_BYTES)
+            fh.seek(max(0, stop - OUTPUT_TAIL_BYTES))
+            data = fh.read(min(stop, OUTPUT_TAIL_BYTES))
     except OSError:
         return []
     raw = data.removesuffix(b"\n").split(b"\n")[-OUTPUT_TAIL_LINES:] if data else []
-    earlier = size - len(b"\n".join(raw)) - data.endswith(b"\n")
+    earlier = stop - len(b"\n".join(raw)) - data.endswith(b"\n")
     lines = [_cap(line.rstrip(b"\r").decode("utf-8", errors="replace")) for line in raw]
+    if size > stop:
+        lines.insert(
+            0, f"[… {size - stop:,} bytes printed after the program ended, while Python shut down, not shown]"
+        )
     if earlier > 0:
         lines.insert(0, f"[… {earlier:,} earlier bytes of output cut]")
     return lines
