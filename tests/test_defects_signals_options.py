@@ -177,7 +177,11 @@ def test_program_output_tail_is_bounded(tmp_path):
     tail = json.loads(proc.stdout)["program"]["output_tail"]
     assert tail[-1] == "last line"
     assert "earlier bytes of output cut" in tail[0]
-    assert tail[1] == "[… 25 bytes printed after the program ended, while Python shut down, not shown]"
+    # 25 bytes from the atexit handler, and more where triton's leak report came too
+    shutdown = re.fullmatch(
+        r"\[… ([\d,]+) bytes printed after the program ended, while Python shut down, not shown\]", tail[1]
+    )
+    assert shutdown and int(shutdown[1].replace(",", "")) >= 25, tail[1]
     assert any(line.endswith("more characters cut]") for line in tail)
     assert sum(map(len, tail)) < 5_000
     assert save.stat().st_size < 200_000
