@@ -37,7 +37,7 @@ Measurements:
 Flags: `--runs N` (default 3), `--quick` (one run), `--skip-inductor` (skip the slow
 measurement 1), `--skip-tests` (skip measurement 6), `--backend B` (measurement 3), `--output FILE`,
 `--skip-big` / `--only-big` (the big-run rows), `--only-suite` (measurement 7), `--regen-log` (write the
-large log again).
+large log again), `--log FILE` (an existing large log instead; `TCX_BENCH_LOG=FILE make bench` too).
 """
 
 from __future__ import annotations
@@ -407,8 +407,13 @@ def comparison(name: str, what: str, tcx: Command, plain: Command, goal: float) 
     }
 
 
-def large_log(regenerate: bool) -> Path:
-    """A large TORCH_TRACE log (bench/make_large_log.py, inductor); made once, then reused."""
+def large_log(regenerate: bool, given: Path | None = None) -> Path:
+    """A large TORCH_TRACE log (bench/make_large_log.py, inductor); made once, then reused; or
+    `given` (`--log`, or TCX_BENCH_LOG for `make bench`): an existing log, used as it is."""
+    if given is not None:
+        if not given.is_file():
+            raise BenchError(f"--log {given}: no such file")
+        return given.resolve()  # commands run from the repository root
     logs = sorted(LARGE_LOG_DIR.glob("*.log")) if LARGE_LOG_DIR.is_dir() else []
     if logs and not regenerate:
         return logs[0]
@@ -430,13 +435,15 @@ def large_log(regenerate: bool) -> Path:
     return sorted(LARGE_LOG_DIR.glob("*.log"))[0]
 
 
-def ingest_vs_tlparse(runs: int, regenerate: bool, workdir: Path) -> dict[str, Any] | None:
+def ingest_vs_tlparse(
+    runs: int, regenerate: bool, workdir: Path, given: Path | None = None
+) -> dict[str, Any] | None:
     """tcx reading a large TORCH_TRACE log to the explain summary vs tlparse on the same log."""
     tlparse = Path(PYTHON).parent / "tlparse"
     if not tlparse.exists():
         print("  tlparse is not installed: skipping ingest vs tlparse", file=sys.stderr)
         return None
-    log = large_log(regenerate)
+    log = large_log(regenerate, given)
     tcx = Command("tcx explain LOG --format json", [*tcx_argv(), "explain", str(log), "--format", "json"])
     ref = Command(
         "tlparse LOG",
@@ -811,6 +818,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="skip the advice sweep (bench/advice.py: tcx fix over the corpus)",
     )
     parser.add_argument("--regen-log", action="store_true", help="write the large TORCH_TRACE log again")
+    parser.add_argument(
+        "--log",
+        type=Path,
+        default=Path(os.environ["TCX_BENCH_LOG"]) if os.environ.get("TCX_BENCH_LOG") else None,
+        help="an existing large TORCH_TRACE log for the ingest and big-run rows, instead of writing one "
+        "(default: $TCX_BENCH_LOG); the 1 GB log is made from it",
+    )
     parser.add_argument("--skip-big", action="store_true", help="skip the big-run rows (bench/big_runs.py)")
     parser.add_argument("--only-big", action="store_true", help="run only the big-run rows")
     parser.add_argument(
@@ -1070,7 +1084,7 @@ def numerics_vs_program(runs: int, workdir: Path) -> dict[str, Any]:
 
 def run_big(args: argparse.Namespace) -> dict[str, Any] | None:
     """The real-size rows (bench/big_runs.py): every view, the HTML report, 1 GB, 64 ranks."""
-    log = large_log(args.regen_log)
+    log = large_log(args.regen_log, args.log)
     env = base_env()
     say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     before = earlier_tcx(args.against) if args.against else None
@@ -1191,7 +1205,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results["preview_overhead"] = preview_overhead(args.runs)
         print("ingest vs tlparse ...", file=sys.stderr, flush=True)
         with tempfile.TemporaryDirectory(prefix="tcx-bench-") as tmp:
-            results["ingest_vs_tlparse"] = ingest_vs_tlparse(args.runs, args.regen_log, Path(tmp))
+            results["ingest_vs_tlparse"] = ingest_vs_tlparse(args.runs, args.regen_log, Path(tmp), args.log)
         print("per-instruction capture (tcx trace vs tcx explain) ...", file=sys.stderr, flush=True)
         results["trace_capture"] = trace_capture_cost(args.runs)
         print("per-call capture (tcx recompiles vs tcx explain) ...", file=sys.stderr, flush=True)

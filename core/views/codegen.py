@@ -25,6 +25,7 @@ from tcx.core.frames import innermost_user_frame, parse_stack_trace
 from tcx.core.ingest.event_schema import seconds
 from tcx.core.ingest.lazy_items import LazyItems, stream
 from tcx.core.model import RunModel
+from tcx.core.model.generated_code import GeneratedModule
 from tcx.core.selection import Selection, whole_run
 from tcx.core.torchtext import dtypes
 from tcx.core.torchtext.dtypes import human_bytes
@@ -220,12 +221,18 @@ class OutputCode:
 
     compile_id: str | None
     graph: str
-    source: str
+    code: str | GeneratedModule  # the module's code, or the module of the run it is read from when asked
     device: str
     node_map: dict[str, Any] = field(default_factory=dict)
     stack_traces: dict[str, Any] = field(default_factory=dict)
     ptx: dict[str, str] = field(default_factory=dict)
     seconds: float | None = None
+
+    @property
+    def source(self) -> str:
+        """The code: a run's module is read from the log each time (a view of a large log holding
+        every module's code held hundreds of MB; the reader keeps the last few read)."""
+        return self.code if isinstance(self.code, str) else self.code.source
 
 
 @dataclass
@@ -290,7 +297,7 @@ def output_codes(model: RunModel) -> list[OutputCode]:
         source = module.source
         if source:
             node_map, stack_traces = module.provenance()
-            code = OutputCode(module.compile_id, graph_of(source), source, code_device(source))
+            code = OutputCode(module.compile_id, graph_of(source), module, code_device(source))
             code.node_map, code.stack_traces = node_map, stack_traces
             out.append(code)
     return out
