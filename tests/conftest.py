@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import re
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 from filelock import FileLock
@@ -165,6 +167,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 _CACHE_KEY = pytest.StashKey[tuple[str, ...]]()
 _SHARED_RUNS = "TCX_TEST_SHARED_RUNS"  # the session's folder of shared runs (set by the controller)
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------- record once, assert many
@@ -246,6 +249,24 @@ def shared_run(
             done.write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))
     returncode, stdout, stderr = json.loads(done.read_text())
     return SharedRun(folder, returncode, stdout, stderr, name)
+
+
+def shared_value(name: str, make: Callable[[Path], T]) -> T:
+    """`make(FOLDER)` run once per session under `name`, whichever xdist worker asks first (the others
+    wait, then read its pickled result): for a module's runs that are not one command (several runs,
+    files written beside the program). FOLDER is the run's own, kept for the session. A `make` that
+    raises is not kept: the next test to ask runs it again and sees the same failure."""
+    # A short name: a warm process's socket under it must fit a Unix socket path (107 bytes).
+    folder = Path(os.environ[_SHARED_RUNS]) / f"v{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+    done = folder / "result.pickle"
+    with FileLock(str(folder) + ".lock"):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            value = make(folder)
+            done.write_bytes(pickle.dumps(value))
+            return value
+    return pickle.loads(done.read_bytes())
 
 
 def plain_trace(program: str, *args: str) -> TorchTrace:

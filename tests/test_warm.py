@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import REPO, read_torch_trace
+from conftest import REPO, read_torch_trace, shared_value
 
 pytestmark = [pytest.mark.torch]
 
@@ -240,11 +240,15 @@ def _fix(base: Path, name: str, warm_dir: str | None) -> FixRun:
 FixRuns = tuple[FixRun, FixRun]
 
 
-@pytest.fixture(scope="module")
-def fix_runs(tmp_path_factory) -> FixRuns:
-    """`tcx fix` with its own warm process (TCX_WARM_DIR unset), and every run cold (=off)."""
-    base = tmp_path_factory.mktemp("fix")
+def _fix_pair(base: Path) -> FixRuns:
     return _fix(base, "warm", None), _fix(base, "cold", "off")
+
+
+@pytest.fixture
+def fix_runs() -> FixRuns:
+    """`tcx fix` with its own warm process (TCX_WARM_DIR unset), and every run cold (=off): made once
+    per session, whichever xdist worker asks first."""
+    return shared_value("test_warm fix pair", _fix_pair)
 
 
 def test_the_reruns_of_tcx_fix_fork_from_its_own_warm_process(fix_runs: FixRuns) -> None:
