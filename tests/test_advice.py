@@ -1,6 +1,6 @@
 """Advice that is right for the program: the reason torch logged, and no remedy the program already uses.
 
-Two programs written for tcx, each recorded once for this module:
+Two programs written for tcx, each recorded once:
 - models/fast_decode.py (gpt-fast-like, Inductor as the program asks): prefill compiled with
   dynamic=True whose prompt length shares its symbol with `freqs_cis.size(1)` (duck sizing) until
   a `view` specializes it; a KV cache allocated per call; a restart; decode under reduce-overhead
@@ -17,7 +17,7 @@ import json
 import re
 
 import pytest
-from conftest import PROGRAMS, REPO, run_tcx, torch_trace_records
+from conftest import PROGRAMS, REPO, run_tcx, shared_run, torch_trace_records
 
 pytestmark = [pytest.mark.torch]
 
@@ -76,24 +76,13 @@ def decode(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def nano(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("nano")
+def nano():
+    """The session's `tcx recompiles nano_train_eval.py --backend eager` run (tests/test_advice_real.py
+    reads the same one), saved, with torch's log of it."""
     program = str(PROGRAMS / "models" / "nano_train_eval.py")
-    save = tmp / "run.tcx"
-    doc = json.loads(
-        tcx(
-            "recompiles",
-            program,
-            "--backend",
-            "eager",
-            "--save",
-            str(save),
-            "--format",
-            "json",
-            env={"TORCH_TRACE": str(tmp / "trace")},
-        )
-    )
-    return save, doc, torch_trace_records(tmp / "trace")
+    eager = ("--backend", "eager")
+    run = shared_run("recompiles", program, *eager, "--format", "json", save=True, trace=True).ok()
+    return run.recording, run.json(), torch_trace_records(run.torch_trace)
 
 
 # ------------------------------------------------------------------ fast_decode (Inductor)

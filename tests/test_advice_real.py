@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, REPO, read_torch_trace, run_tcx, shared_run
+from conftest import PROGRAMS, REPO, read_torch_trace, run_tcx, shared_run, shared_value
 
 pytestmark = [pytest.mark.torch]
 
@@ -123,11 +123,16 @@ runpy.run_path(sys.argv[1], run_name="__main__")
 """
 
 
-@pytest.fixture(scope="module")
-def shared_fix(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
+@pytest.fixture
+def shared_fix() -> tuple[dict, Path]:
+    """`tcx fix` of the shared-batch program, once per session (conftest.shared_value)."""
+    return shared_value("fix shared_batch_step.py", _fix_shared)
+
+
+def _fix_shared(folder: Path) -> tuple[dict, Path]:
     from fix_runs import fix_json
 
-    logs = tmp_path_factory.mktemp("shared_fix") / "logs"
+    logs = folder / "logs"
     return fix_json(SHARED, logs, "--backend", "eager", "--max-runs", "2"), logs
 
 

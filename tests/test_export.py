@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, REPO, TRACE_FIXTURES, run_tcx, tool, torch_trace_records
+from conftest import PROGRAMS, REPO, TRACE_FIXTURES, run_tcx, shared_value, tool, torch_trace_records
 from export_truth import EXPORT_LOGS, assert_log_agrees
 
 EXPORT = PROGRAMS / "export"
@@ -53,9 +53,13 @@ def printed(stdout: str, label: str) -> object:
 # --- one recording of deploy.py, its torch log, and the program run alone ---------------------------
 
 
-@pytest.fixture(scope="module")
-def deploy(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    folder = tmp_path_factory.mktemp("deploy")
+@pytest.fixture
+def deploy() -> dict:
+    """Made once per session, whichever xdist worker asks first (conftest.shared_value)."""
+    return shared_value("export deploy.py", _deploy)
+
+
+def _deploy(folder: Path) -> dict:
     (folder / "tmp").mkdir()  # draft_export's own logs go to <tmp>/export_<user>
     proc = run_tcx(
         "export",

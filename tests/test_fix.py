@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, REPO, TorchTrace, read_torch_trace, run_tcx, tool
+from conftest import PROGRAMS, REPO, TorchTrace, read_torch_trace, run_tcx, shared_value, tool
 from fix_runs import counts, figures, fix_json, recompile_reasons, remedy
 
 pytestmark = [pytest.mark.torch]
@@ -40,11 +40,16 @@ def lines_with_breaks(trace: TorchTrace) -> set[str]:
     return {line for _file, line, _reason in trace.break_sites}
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    logs = tmp_path_factory.mktemp("fix_demo") / "logs"
-    # each finding's first remedy (the .item() and print configs, the torch.cond rewrite, mark_dynamic);
-    # the recompile's other remedies (maybe_mark_dynamic, shapes_spec, dynamic=True) are left out
+@pytest.fixture
+def demo() -> tuple[dict, Path]:
+    """`tcx fix demo.py`, once per session (conftest.shared_value): each finding's first remedy (the
+    .item() and print configs, the torch.cond rewrite, mark_dynamic); the recompile's other remedies
+    (maybe_mark_dynamic, shapes_spec, dynamic=True) are left out."""
+    return shared_value("fix demo.py", _fix_demo)
+
+
+def _fix_demo(folder: Path) -> tuple[dict, Path]:
+    logs = folder / "logs"
     return fix_json(PROGRAMS / "demo.py", logs, "--backend", "eager", "--max-runs", "4"), logs
 
 

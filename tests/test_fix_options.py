@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, compile_id, read_torch_trace, run_tcx, torch_trace_records
+from conftest import PROGRAMS, compile_id, read_torch_trace, run_tcx, shared_value, torch_trace_records
 from fix_runs import counts, figures, fix_json, recompile_reasons, remedy
 
 pytestmark = [pytest.mark.torch]
@@ -34,10 +34,13 @@ def torch_compile_seconds(trace: Path) -> dict[str, float]:
     }
 
 
-@pytest.fixture(scope="module")
-def sizes(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    logs = tmp_path_factory.mktemp("fix_sizes") / "logs"
-    return fix_json(OPTIONS / "batch_sizes.py", logs), logs
+@pytest.fixture
+def sizes() -> tuple[dict, Path]:
+    """`tcx fix batch_sizes.py`, once per session (conftest.shared_value)."""
+    return shared_value(
+        "fix options/batch_sizes.py",
+        lambda folder: (fix_json(OPTIONS / "batch_sizes.py", folder / "logs"), folder / "logs"),
+    )
 
 
 def test_the_baseline_recompiles_on_the_batch_size_as_torch_logs_it(sizes):
@@ -93,10 +96,13 @@ def test_the_order_is_the_findings_compile_seconds_in_torchs_metrics(sizes):
     assert "dynamic=True" in changes[-1]
 
 
-@pytest.fixture(scope="module")
-def limit(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    logs = tmp_path_factory.mktemp("fix_limit") / "logs"
-    return fix_json(OPTIONS / "recompile_limit.py", logs), logs
+@pytest.fixture
+def limit() -> tuple[dict, Path]:
+    """`tcx fix recompile_limit.py`, once per session (conftest.shared_value)."""
+    return shared_value(
+        "fix options/recompile_limit.py",
+        lambda folder: (fix_json(OPTIONS / "recompile_limit.py", folder / "logs"), folder / "logs"),
+    )
 
 
 def test_recompile_limit_raised_above_what_the_frame_needed_keeps_every_call_compiled(limit):
@@ -151,10 +157,13 @@ def test_a_remedy_the_installed_torch_lacks_is_listed_as_not_available(monkeypat
     assert missing["shapes_spec"].endswith(f"is not available on torch {torch.__version__}")
 
 
-@pytest.fixture(scope="module")
-def together(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, Path]:
-    logs = tmp_path_factory.mktemp("fix_combined") / "logs"
-    return fix_json(OPTIONS / "two_breaks.py", logs), logs
+@pytest.fixture
+def together() -> tuple[dict, Path]:
+    """`tcx fix two_breaks.py`, once per session (conftest.shared_value)."""
+    return shared_value(
+        "fix options/two_breaks.py",
+        lambda folder: (fix_json(OPTIONS / "two_breaks.py", folder / "logs"), folder / "logs"),
+    )
 
 
 def test_the_verified_remedies_run_together_with_torchs_counts(together):
