@@ -8,18 +8,18 @@ import subprocess
 import sys
 
 import pytest
-from conftest import PROGRAMS, REPO, module, run_tcx
+from conftest import PROGRAMS, REPO, module, run_tcx, shared_run
 
 pytestmark = [pytest.mark.torch, pytest.mark.inductor]
 
 
-@pytest.fixture(scope="module")
-def preview(request, tmp_path_factory):
+@pytest.fixture
+def preview():
+    """seed_f previewed for sm_90 once per session (`shared_run`, whichever xdist worker asks first)."""
     module("triton")
-    saved = tmp_path_factory.mktemp("preview") / "f.tcx"
-    proc = run_tcx(
+    run = shared_run(
         "codegen",
-        f"{request.config.rootpath}/fixtures/programs/seed_f.py:f",
+        str(PROGRAMS / "seed_f.py") + ":f",
         "--call",
         "128x32:grad,32x64:grad,64:grad",
         "--target",
@@ -27,11 +27,9 @@ def preview(request, tmp_path_factory):
         "--ptx",
         "--format",
         "json",
-        "--save",
-        str(saved),
-    )
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout), saved
+        save=True,
+    ).ok()
+    return run.json(), run.recording
 
 
 def test_triton_kernels_and_cuda_wrapper_for_forward_and_backward(preview):

@@ -1,6 +1,6 @@
 """The CUDA preview names what it cannot know on the graph it affects, keeps its own hooks out of
-Dynamo's traces, and says so when nothing runs on CUDA. Three programs are previewed once each for
-this module (the preview generates Triton code on the CPU: tens of seconds each), with torch's own
+Dynamo's traces, and says so when nothing runs on CUDA. Three programs are previewed once each per
+session (the preview generates Triton code on the CPU: tens of seconds each), with torch's own
 TORCH_TRACE log of each run as the truth:
 
 - fixtures/programs/gpu/llama_attentions.py: HF Llama asked for its attention weights under SDPA
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, compile_id, module, run_tcx, torch_trace_records
+from conftest import PROGRAMS, compile_id, module, run_tcx, shared_value, torch_trace_records
 
 pytestmark = [pytest.mark.torch, pytest.mark.inductor]
 
@@ -32,31 +32,37 @@ class Preview:
     proc: subprocess.CompletedProcess
 
 
-@pytest.fixture(scope="module")
-def preview(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Preview]:
+def _make_preview(path: str, folder: Path) -> tuple[str, dict, int, str, str]:
+    proc = run_tcx(
+        "codegen",
+        str(PROGRAMS / path),
+        "--target",
+        "cuda:sm_90",
+        "--show-output",
+        "--no-save",
+        "--format",
+        "json",
+        "--save",
+        str(folder / "preview.tcx"),
+        env={"TORCH_TRACE": str(folder / "torch_trace"), "CUDA_VISIBLE_DEVICES": ""},
+        timeout=600,
+    )
+    doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    return str(folder), doc, proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="session")
+def preview() -> Callable[[str], Preview]:
+    """Each program previewed once per session, whichever xdist worker asks first (`shared_value`)."""
     module("triton")
-    done: dict[str, Preview] = {}
 
     def get(path: str) -> Preview:
-        if path not in done:
-            folder = tmp_path_factory.mktemp("preview")
-            proc = run_tcx(
-                "codegen",
-                str(PROGRAMS / path),
-                "--target",
-                "cuda:sm_90",
-                "--show-output",
-                "--no-save",
-                "--format",
-                "json",
-                "--save",
-                str(folder / "preview.tcx"),
-                env={"TORCH_TRACE": str(folder / "torch_trace"), "CUDA_VISIBLE_DEVICES": ""},
-                timeout=600,
-            )
-            doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
-            done[path] = Preview(doc, folder / "torch_trace", folder / "preview.tcx", proc)
-        return done[path]
+        where, doc, rc, out, err = shared_value(
+            f"cuda_preview_named:{path}", lambda folder: _make_preview(path, folder)
+        )
+        folder = Path(where)
+        proc = subprocess.CompletedProcess(["tcx", "codegen", path], rc, out, err)
+        return Preview(doc, folder / "torch_trace", folder / "preview.tcx", proc)
 
     return get
 

@@ -1,7 +1,7 @@
 """The CUDA preview previews the whole program: it computes values on the CPU while it compiles
 for the GPU, so lines that need a value (`.item()`, `float()`, an `if` on a tensor) run on, and
 ordinary loading code (`.to("cuda")`, `load_state_dict(assign=True)`, CUDA RNG, checkpointing,
-deepcopy) works. Each corpus program (fixtures/programs/gpu) is previewed once for this module,
+deepcopy) works. Each corpus program (fixtures/programs/gpu) is previewed once per session,
 with torch's own TORCH_TRACE log of that run; the truths are torch's logs of the preview and of a
 plain CPU run of the same program (checked against a real H200 in bench/gpu_compare_h200.txt)."""
 
@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, REPO, TorchTrace, module, read_torch_trace, run_tcx, torch_trace_records
+from conftest import (
+    PROGRAMS,
+    REPO,
+    TorchTrace,
+    module,
+    read_torch_trace,
+    run_tcx,
+    shared_value,
+    torch_trace_records,
+)
 
 pytestmark = [pytest.mark.torch, pytest.mark.inductor]
 
@@ -53,32 +62,38 @@ def post_grad_graphs(trace: Path) -> int:
     )
 
 
-@pytest.fixture(scope="module")
-def preview(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Preview]:
-    """Each program previewed once for the whole module (the preview generates Triton code on the CPU)."""
+def _make_preview(name: str, folder: Path) -> tuple[str, dict, int, str, str]:
+    path = CORPUS / f"{name}.py" if (CORPUS / f"{name}.py").exists() else PROGRAMS / name
+    proc = run_tcx(
+        "codegen",
+        str(path),
+        "--target",
+        "cuda:sm_90",
+        "--show-output",
+        "--format",
+        "json",
+        "--save",
+        str(folder / "preview.tcx"),
+        env={"TORCH_TRACE": str(folder / "torch_trace"), "CUDA_VISIBLE_DEVICES": ""},
+        timeout=600,
+    )
+    doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    return str(folder), doc, proc.returncode, proc.stdout, proc.stderr
+
+
+@pytest.fixture(scope="session")
+def preview() -> Callable[[str], Preview]:
+    """Each program previewed once per session, whichever xdist worker asks first (`shared_value`:
+    the preview generates Triton code on the CPU, ~10 s a program, and its tests land on both workers)."""
     module("triton")
-    done: dict[str, Preview] = {}
 
     def get(name: str) -> Preview:
-        if name not in done:
-            folder = tmp_path_factory.mktemp(f"preview-{name}")
-            path = CORPUS / f"{name}.py" if (CORPUS / f"{name}.py").exists() else PROGRAMS / name
-            proc = run_tcx(
-                "codegen",
-                str(path),
-                "--target",
-                "cuda:sm_90",
-                "--show-output",
-                "--format",
-                "json",
-                "--save",
-                str(folder / "preview.tcx"),
-                env={"TORCH_TRACE": str(folder / "torch_trace"), "CUDA_VISIBLE_DEVICES": ""},
-                timeout=600,
-            )
-            doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
-            done[name] = Preview(doc, folder / "torch_trace", folder / "preview.tcx", proc)
-        return done[name]
+        where, doc, rc, out, err = shared_value(
+            f"cuda_preview_whole:{name}", lambda folder: _make_preview(name, folder)
+        )
+        folder = Path(where)
+        proc = subprocess.CompletedProcess(["tcx", "codegen", name], rc, out, err)
+        return Preview(doc, folder / "torch_trace", folder / "preview.tcx", proc)
 
     return get
 
@@ -199,17 +214,18 @@ VIEWS_WITHOUT_TARGET = (
 
 def test_a_saved_preview_opens_in_every_view_without_target(preview: Callable[[str], Preview]) -> None:
     p = preview("item_loop")
-    codegen = json.loads(run_tcx("codegen", str(p.saved), "--format", "json").stdout)
-    assert codegen["preview"] and codegen["device"] == "cuda:sm_90" and codegen["unavailable"] is None
-    assert [k["name"] for k in codegen["kernels"]] == [k["name"] for k in p.doc["kernels"]]
-    assert codegen["kernels"][0]["origins"]["user_lines"] == p.doc["kernels"][0]["origins"]["user_lines"]
+    docs = {}  # each view rendered once from the saved preview (codegen and cudagraphs are read twice)
     for view in VIEWS_WITHOUT_TARGET:
         proc = run_tcx(view, str(p.saved), "--format", "json")
         assert proc.returncode == 0, (view, proc.stderr[-1500:])
-        doc = json.loads(proc.stdout)
+        docs[view] = doc = json.loads(proc.stdout)
         if "preview" in doc:
             assert doc["preview"] is True, view
-    cudagraphs = json.loads(run_tcx("cudagraphs", str(p.saved), "--format", "json").stdout)
+    codegen = docs["codegen"]
+    assert codegen["preview"] and codegen["device"] == "cuda:sm_90" and codegen["unavailable"] is None
+    assert [k["name"] for k in codegen["kernels"]] == [k["name"] for k in p.doc["kernels"]]
+    assert codegen["kernels"][0]["origins"]["user_lines"] == p.doc["kernels"][0]["origins"]["user_lines"]
+    cudagraphs = docs["cudagraphs"]
     assert cudagraphs["preview_notes"]["arch"] == "sm_90"
 
 
