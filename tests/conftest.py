@@ -379,3 +379,25 @@ def explained(
         return run.view("explain"), read_torch_trace(run.torch_trace), run
 
     return get
+
+
+def cuda_preview(program: Path, folder: Path, *extra: str) -> tuple[str, dict, int, str, str]:
+    """`tcx codegen PROGRAM --target cuda:sm_90 --show-output --format json EXTRA`, saved to
+    FOLDER/preview.tcx with torch's own log in FOLDER/torch_trace (no GPU: CUDA_VISIBLE_DEVICES is
+    empty): (FOLDER, its JSON or {}, exit code, stdout, stderr), picklable for `shared_value`."""
+    proc = run_tcx(
+        "codegen",
+        str(program),
+        "--target",
+        "cuda:sm_90",
+        "--show-output",
+        *extra,
+        "--format",
+        "json",
+        "--save",
+        str(folder / "preview.tcx"),
+        env={"TORCH_TRACE": str(folder / "torch_trace"), "CUDA_VISIBLE_DEVICES": ""},
+        timeout=600,
+    )
+    doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    return str(folder), doc, proc.returncode, proc.stdout, proc.stderr

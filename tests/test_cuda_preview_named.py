@@ -11,7 +11,6 @@ TORCH_TRACE log of each run as the truth:
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, compile_id, module, run_tcx, shared_value, torch_trace_records
+from conftest import PROGRAMS, compile_id, cuda_preview, module, run_tcx, shared_value, torch_trace_records
 
 pytestmark = [pytest.mark.torch, pytest.mark.inductor]
 
@@ -32,25 +31,6 @@ class Preview:
     proc: subprocess.CompletedProcess
 
 
-def _make_preview(path: str, folder: Path) -> tuple[str, dict, int, str, str]:
-    proc = run_tcx(
-        "codegen",
-        str(PROGRAMS / path),
-        "--target",
-        "cuda:sm_90",
-        "--show-output",
-        "--no-save",
-        "--format",
-        "json",
-        "--save",
-        str(folder / "preview.tcx"),
-        env={"TORCH_TRACE": str(folder / "torch_trace"), "CUDA_VISIBLE_DEVICES": ""},
-        timeout=600,
-    )
-    doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
-    return str(folder), doc, proc.returncode, proc.stdout, proc.stderr
-
-
 @pytest.fixture(scope="session")
 def preview() -> Callable[[str], Preview]:
     """Each program previewed once per session, whichever xdist worker asks first (`shared_value`)."""
@@ -58,7 +38,7 @@ def preview() -> Callable[[str], Preview]:
 
     def get(path: str) -> Preview:
         where, doc, rc, out, err = shared_value(
-            f"cuda_preview_named:{path}", lambda folder: _make_preview(path, folder)
+            f"cuda_preview_named:{path}", lambda folder: cuda_preview(PROGRAMS / path, folder, "--no-save")
         )
         folder = Path(where)
         proc = subprocess.CompletedProcess(["tcx", "codegen", path], rc, out, err)

@@ -21,6 +21,7 @@ from conftest import (
     PROGRAMS,
     REPO,
     TorchTrace,
+    cuda_preview,
     module,
     read_torch_trace,
     run_tcx,
@@ -62,23 +63,8 @@ def post_grad_graphs(trace: Path) -> int:
     )
 
 
-def _make_preview(name: str, folder: Path) -> tuple[str, dict, int, str, str]:
-    path = CORPUS / f"{name}.py" if (CORPUS / f"{name}.py").exists() else PROGRAMS / name
-    proc = run_tcx(
-        "codegen",
-        str(path),
-        "--target",
-        "cuda:sm_90",
-        "--show-output",
-        "--format",
-        "json",
-        "--save",
-        str(folder / "preview.tcx"),
-        env={"TORCH_TRACE": str(folder / "torch_trace"), "CUDA_VISIBLE_DEVICES": ""},
-        timeout=600,
-    )
-    doc = json.loads(proc.stdout) if proc.stdout.strip() else {}
-    return str(folder), doc, proc.returncode, proc.stdout, proc.stderr
+def _program(name: str) -> Path:
+    return CORPUS / f"{name}.py" if (CORPUS / f"{name}.py").exists() else PROGRAMS / name
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +75,7 @@ def preview() -> Callable[[str], Preview]:
 
     def get(name: str) -> Preview:
         where, doc, rc, out, err = shared_value(
-            f"cuda_preview_whole:{name}", lambda folder: _make_preview(name, folder)
+            f"cuda_preview_whole:{name}", lambda folder: cuda_preview(_program(name), folder)
         )
         folder = Path(where)
         proc = subprocess.CompletedProcess(["tcx", "codegen", name], rc, out, err)
