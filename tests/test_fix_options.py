@@ -34,13 +34,17 @@ def torch_compile_seconds(trace: Path) -> dict[str, float]:
     }
 
 
+def fixed(program: str) -> tuple[dict, Path]:
+    """`tcx fix OPTIONS/PROGRAM` and its logs, once per session (conftest.shared_value)."""
+    return shared_value(
+        f"fix options/{program}",
+        lambda folder: (fix_json(OPTIONS / program, folder / "logs"), folder / "logs"),
+    )
+
+
 @pytest.fixture
 def sizes() -> tuple[dict, Path]:
-    """`tcx fix batch_sizes.py`, once per session (conftest.shared_value)."""
-    return shared_value(
-        "fix options/batch_sizes.py",
-        lambda folder: (fix_json(OPTIONS / "batch_sizes.py", folder / "logs"), folder / "logs"),
-    )
+    return fixed("batch_sizes.py")
 
 
 def test_the_baseline_recompiles_on_the_batch_size_as_torch_logs_it(sizes):
@@ -98,11 +102,7 @@ def test_the_order_is_the_findings_compile_seconds_in_torchs_metrics(sizes):
 
 @pytest.fixture
 def limit() -> tuple[dict, Path]:
-    """`tcx fix recompile_limit.py`, once per session (conftest.shared_value)."""
-    return shared_value(
-        "fix options/recompile_limit.py",
-        lambda folder: (fix_json(OPTIONS / "recompile_limit.py", folder / "logs"), folder / "logs"),
-    )
+    return fixed("recompile_limit.py")
 
 
 def test_recompile_limit_raised_above_what_the_frame_needed_keeps_every_call_compiled(limit):
@@ -159,11 +159,7 @@ def test_a_remedy_the_installed_torch_lacks_is_listed_as_not_available(monkeypat
 
 @pytest.fixture
 def together() -> tuple[dict, Path]:
-    """`tcx fix two_breaks.py`, once per session (conftest.shared_value)."""
-    return shared_value(
-        "fix options/two_breaks.py",
-        lambda folder: (fix_json(OPTIONS / "two_breaks.py", folder / "logs"), folder / "logs"),
-    )
+    return fixed("two_breaks.py")
 
 
 def test_the_verified_remedies_run_together_with_torchs_counts(together):
