@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+import tcx_fork
 from filelock import FileLock
 
 # The suite is hermetic: variables that change how tcx (or rich, click) prints or behaves are
@@ -45,16 +46,10 @@ TRACE_FIXTURES = REPO / "fixtures" / "torch-trace"
 def run_tcx(
     *args: str, env: dict[str, str] | None = None, timeout: float = 300
 ) -> subprocess.CompletedProcess:
-    """`python -m tcx ARGS` from the repository root; returns the finished process."""
+    """`python -m tcx ARGS` from the repository root (a fork of a process that imported tcx once,
+    where the environment allows: tests/tcx_fork.py); returns the finished process."""
     full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **(env or {})}
-    return subprocess.run(
-        [sys.executable, "-m", "tcx", *args],
-        cwd=REPO,
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return tcx_fork.run(list(args), full_env, REPO, timeout)
 
 
 @dataclass
@@ -238,14 +233,22 @@ def shared_run(
             full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "120", **(env or {})}
             if trace:
                 full_env["TORCH_TRACE"] = str(folder / "torch_trace")
-            argv = [sys.executable, *args] if python else [sys.executable, "-m", "tcx", *args]
+            argv = list(args)
             if save:
                 argv += ["--save", str(folder / name)]
             if output:
                 argv += ["-o", str(folder / "output")]
-            proc = subprocess.run(
-                argv, cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout
-            )
+            if python:
+                proc = subprocess.run(
+                    [sys.executable, *argv],
+                    cwd=REPO,
+                    env=full_env,
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                )
+            else:
+                proc = tcx_fork.run(argv, full_env, REPO, timeout)
             done.write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))
     returncode, stdout, stderr = json.loads(done.read_text())
     return SharedRun(folder, returncode, stdout, stderr, name)
