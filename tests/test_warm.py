@@ -33,7 +33,7 @@ import torch
 
 parent = open(f"/proc/{os.getppid()}/cmdline", "rb").read().split(b"\\0")
 with open(sys.argv[1], "w") as out:
-    json.dump({"parent": [p.decode() for p in parent if p], "cwd": os.getcwd(),
+    json.dump({"parent": [p.decode() for p in parent if p], "ppid": os.getppid(), "cwd": os.getcwd(),
                "columns": os.environ.get("COLUMNS"), "argv": sys.argv[1:]}, out)
 
 @torch.compile(backend="eager")
@@ -170,6 +170,42 @@ def test_a_timeout_stops_the_forked_program(warm: Warm) -> None:
     proc, seen = warm.run("explain", "--backend", "eager", "--timeout", "12", "--format", "json", mode="hang")
     assert forked(seen) and proc.returncode == 3, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["program"]["status"] == "timeout"
+
+
+def test_a_warm_process_that_exited_is_started_again_by_the_next_run(warm: Warm) -> None:
+    """It exits after IDLE_S without a run, or when its socket is removed (here): it takes its start
+    mark with it, and the next run starts another and forks from it rather than starting cold."""
+    proc, before = warm.run("explain", "--backend", "eager")
+    assert proc.returncode == 0 and forked(before), proc.stderr[-3000:]
+    socket_path = Path(next(p for p in before["parent"] if p.endswith(".sock")))
+    started = socket_path.with_suffix(".started")
+    assert started.exists()
+    socket_path.unlink()
+    deadline = time.monotonic() + 30
+    while started.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not started.exists()  # the process is gone, and its mark with it
+    proc, after = warm.run("explain", "--backend", "eager")
+    assert proc.returncode == 0 and forked(after), proc.stderr[-3000:]
+    assert after["ppid"] != before["ppid"] and socket_path.exists() and started.exists()
+
+
+def test_the_cuda_preview_forks_from_a_warm_process_of_its_own(warm: Warm) -> None:
+    """The preview's stand-in for the CUDA device loads before torch: its runs have their own warm
+    process, started with it, and print what the cold preview run printed; other runs do not fork
+    from it."""
+    preview = ("codegen", "--target", "cuda:sm_90", "--format", "json")
+    runs = [warm.run(*preview) for _ in range(3)]
+    for proc, _ in runs:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [forked(seen) for _, seen in runs] == [False, True, True]
+    assert all("preview" in seen["parent"] for _, seen in runs[1:])
+    docs = [json.loads(proc.stdout) for proc, _ in runs]
+    assert docs[0]["target"] == docs[2]["target"]
+    for key in ("graph_count", "kernel_count", "preview"):
+        assert docs[2].get(key) == docs[1].get(key) == docs[0].get(key), key
+    other, seen = warm.run("explain", "--backend", "eager")
+    assert other.returncode == 0 and forked(seen) and "preview" not in seen["parent"], other.stderr[-3000:]
 
 
 def test_a_folder_others_may_write_to_is_not_used(tmp_path: Path) -> None:

@@ -10,13 +10,15 @@ the program). The fork makes a session of its own and takes the run's stdin, std
 its exit status back. A run's PYTHONPATH may differ from this process's (`tcx fix` runs a rewritten
 copy of the program with the original's folder on it): the fork puts the run's entries on sys.path
 where Python puts them at start-up, unless a new entry holds a module this process has already
-imported (the run's own copy would shadow it in a cold start). What this process cannot serve
-(that, the CUDA preview, which must load before torch) it answers "cold", and tcx starts the child
+imported (the run's own copy would shadow it in a cold start). The CUDA preview's stand-in for
+the device must load before torch: a `preview` process loads it first, as a cold preview child does
+(core/recorder/compat_fakecuda_shim.py), and serves only preview runs; any other process serves
+only runs without it. What this process cannot serve it answers "cold", and tcx starts the child
 the usual way.
 
-Run as a script (`python .../recorder/warm_boot.py SOCKET IDLE_S [tied]`); it exits after IDLE_S
+Run as a script (`python .../recorder/warm_boot.py SOCKET IDLE_S [tied] [preview]`); it exits after IDLE_S
 seconds without a request, when its socket file is removed (the folder was cleaned up), or, `tied`,
-when the tcx process that started it is gone.
+when the tcx process that started it is gone; the next run of its environment then starts another.
 """
 
 from __future__ import annotations
@@ -44,23 +46,30 @@ PATH = "PYTHONPATH"  # read at start-up into sys.path; a fork with other entries
 # Imported at start-up from the first folder of sys.path that holds them: a new entry with one of
 # these would have run it in a cold start.
 STARTUP_MODULES = ("sitecustomize", "usercustomize")
+PREVIEW_CAPTURE = "cuda_preview"  # the capture that asks for the CUDA preview (and its stand-in)
 
 
-def serve(path: str, idle_s: float, tied: bool = False) -> list[str] | None:
+def serve(path: str, idle_s: float, tied: bool = False, preview: bool = False) -> list[str] | None:
     """Serve fork requests on the socket at `path`. Returns None in this process when it is done;
     in a forked child, returns the recorder's argv (the caller runs it and exits). `tied`: the
-    warm process of one tcx command (core/run/warm.invocation), which exits when that command is gone."""
+    warm process of one tcx command (core/run/warm.invocation), which exits when that command is gone.
+    `preview`: the CUDA preview's runs (its device stand-in loaded before torch), and only those."""
     parent = os.getppid()
     own_path = python_path(os.environ.get(PATH), os.getcwd())  # sys.path's first entries, as started
     known = sys.path[: len(own_path)] == own_path  # else no run gets other entries: it starts cold
+    from tcx.core.recorder import compat_fakecuda_shim
+
+    compat_fakecuda_shim.preload([PREVIEW_CAPTURE] if preview else [])
     import torch  # noqa: F401  (the point of this process: imported once, shared by every fork)
 
     from tcx.core.recorder import captures, child, compat, program  # noqa: F401
 
     # What a compile imports first. A command's own warm process (`tied`) serves runs whose compile
-    # seconds are compared with its first run's, which started cold: it imports only what a cold
-    # child has imported when the program starts (Inductor is imported within the first compile).
-    for name in ("torch._dynamo",) if tied else ("torch._dynamo", "torch._inductor.compile_fx"):
+    # seconds are compared with its first run's, which started cold, and a preview child patches
+    # torch's CUDA calls before its program starts (what Inductor reads at import must see them):
+    # these import only what a cold child has imported when the program starts (Inductor is
+    # imported within the first compile).
+    for name in ("torch._dynamo",) if tied or preview else ("torch._dynamo", "torch._inductor.compile_fx"):
         with contextlib.suppress(ImportError):
             __import__(name)
     trace_again = compat.can_reopen_trace_folder()
@@ -84,7 +93,7 @@ def serve(path: str, idle_s: float, tied: bool = False) -> list[str] | None:
         last = time.monotonic()
         request, fds = _receive(conn)
         new_path = None if request is None else path_for(request, own_path, known)
-        if request is None or new_path is None or _needs_cold_start(request, trace_again):
+        if request is None or new_path is None or _needs_cold_start(request, trace_again, preview):
             _close(fds)
             _send(conn, "cold")
             conn.close()
@@ -101,8 +110,11 @@ def serve(path: str, idle_s: float, tied: bool = False) -> list[str] | None:
         _send(conn, f"pid {pid}")
         waiting[pid] = conn
     listener.close()
-    with contextlib.suppress(OSError):
-        os.unlink(path)
+    # The socket, and the mark that says this process started (core/run/warm.py): the next run of
+    # this environment starts another, rather than every later one starting cold.
+    for done in (path, os.path.splitext(path)[0] + ".started"):
+        with contextlib.suppress(OSError):
+            os.unlink(done)
     while waiting:  # the last runs still get their status
         _reap(waiting)
         time.sleep(POLL_S)
@@ -186,8 +198,9 @@ def _top_level_names(folder: str) -> set[str]:
     }
 
 
-def _needs_cold_start(request: dict[str, Any], trace_again: bool) -> bool:
-    """The CUDA preview loads before torch; another TORCH_TRACE folder needs torch to read it again."""
+def _needs_cold_start(request: dict[str, Any], trace_again: bool, preview: bool) -> bool:
+    """The CUDA preview's stand-in loads before torch (in this process, or not at all); another
+    TORCH_TRACE folder needs torch to read it again."""
     from tcx.core.recorder.compat_fakecuda_shim import wanted
 
     try:
@@ -197,7 +210,7 @@ def _needs_cold_start(request: dict[str, Any], trace_again: bool) -> bool:
         return True
     if env.get(TRACE) != os.environ.get(TRACE) and not trace_again:
         return True
-    return wanted(spec.get("capture") or [])
+    return wanted(spec.get("capture") or []) != preview
 
 
 def _receive(conn: socket.socket) -> tuple[dict[str, Any] | None, list[int]]:

@@ -6,10 +6,12 @@ that checks several programs) can set TCX_WARM_DIR to a private folder of its ow
 keeps, per environment, one process there that has imported torch (core/recorder/warm.py) and
 starts each later run as a fork of it. The first run with an environment starts cold and leaves
 a mark; the second starts the warm process, waits for it (about as long as a cold start takes)
-and forks from it, as later ones do. Any difference that could matter at import (the interpreter,
-tcx's own code, every environment variable but the few that only shape the output, and TORCH_TRACE
-and PYTHONPATH, which the fork applies again) makes a different environment; anything unexpected
-falls back to the usual cold start. The folder must be a real folder owned by this user and closed to others.
+and forks from it, as later ones do. A warm process that exits (IDLE_S without a run) takes its
+start mark with it, so the next run starts another. Any difference that could matter at import
+(the interpreter, tcx's own code, every environment variable but the few that only shape the
+output, and TORCH_TRACE and PYTHONPATH, which the fork applies again) makes a different
+environment; anything unexpected falls back to the usual cold start. The folder must be a real
+folder owned by this user and closed to others.
 
 A command that makes several runs of one program (`tcx fix`, `tcx cost`) does the same within
 itself where TCX_WARM_DIR is unset (`invocation`): its warm process lives in a private temporary
@@ -60,6 +62,9 @@ _PER_RUN = frozenset(
 )
 # Read at import too, but the fork puts the run's own entries on sys.path (core/recorder/warm.py).
 _REAPPLIED = frozenset({"TORCH_TRACE", "PYTHONPATH"})
+# The recorder's capture for the CUDA preview (`tcx codegen --target cuda:ARCH`): a warm process
+# of its own loads the preview's stand-in for the device before torch, as its cold child does.
+PREVIEW_CAPTURE = "cuda_preview"
 
 _invocation: Path | None = None  # the private folder of the command that runs (`invocation`)
 _started: list[subprocess.Popen[bytes]] = []  # the warm processes started there
@@ -136,12 +141,13 @@ def start(
     folder = _invocation or _private_folder(os.environ.get(ENV))
     if folder is None or not hasattr(socket, "send_fds"):
         return None
-    key = _key(env)
+    preview = _asks_for_the_preview(argv)
+    key = _key(env, preview)
     path = folder / f"{key}.sock"
     _wait_for_a_starting_server(folder, key)
     conn = _connect(path)
     if conn is None:
-        server = _start_server(folder, key, env, cwd)
+        server = _start_server(folder, key, env, cwd, preview)
         if server is None:
             return None
         _wait_for_a_starting_server(folder, key, server)  # as long as a cold start would take
@@ -192,11 +198,21 @@ def _private_folder(value: str | None) -> Path | None:
     return Path(value)
 
 
-def _key(env: dict[str, str]) -> str:
+def _asks_for_the_preview(argv: list[str]) -> bool:
+    """Whether the recorder child's spec (its first argument) has the CUDA preview's capture, whose
+    stand-in for the device loads before torch: only a warm process started with it can serve it."""
+    try:
+        capture = json.loads(argv[0]).get("capture") or []
+        return any(str(c).split("=", 1)[0] == PREVIEW_CAPTURE for c in capture)
+    except (ValueError, IndexError, AttributeError, TypeError):
+        return False
+
+
+def _key(env: dict[str, str], preview: bool) -> str:
     """Everything a warm process must share with the run it forks for."""
     sources = sorted((str(p), p.stat().st_mtime_ns) for p in _CORE.rglob("*.py"))
     fixed = sorted((k, v) for k, v in env.items() if k not in _PER_RUN and k not in _REAPPLIED)
-    text = json.dumps([sys.executable, sys.version, str(_CORE), sources, fixed])
+    text = json.dumps([sys.executable, sys.version, str(_CORE), sources, fixed, preview])
     return hashlib.sha1(text.encode()).hexdigest()[:20]
 
 
@@ -221,7 +237,7 @@ def _wait_for_a_starting_server(
 
 
 def _start_server(
-    folder: Path, key: str, env: dict[str, str], cwd: str | None
+    folder: Path, key: str, env: dict[str, str], cwd: str | None, preview: bool
 ) -> subprocess.Popen[bytes] | None:
     """The first run of an environment leaves a mark; the second starts its warm process (returned,
     and waited for: a run that finds it starting waits for it too)."""
@@ -242,7 +258,8 @@ def _start_server(
             )
         server = subprocess.Popen(
             [sys.executable, WARM_BOOT, str(folder / f"{key}.sock"), str(IDLE_S)]
-            + (["tied"] if folder == _invocation else []),
+            + (["tied"] if folder == _invocation else [])
+            + (["preview"] if preview else []),
             env=server_env,
             cwd=folder,
             stdin=subprocess.DEVNULL,
