@@ -201,9 +201,9 @@ def test_the_cuda_preview_forks_from_a_warm_process_of_its_own(warm: Warm) -> No
     assert [forked(seen) for _, seen in runs] == [False, True, True]
     assert all("preview" in seen["parent"] for _, seen in runs[1:])
     docs = [json.loads(proc.stdout) for proc, _ in runs]
-    assert docs[0]["target"] == docs[2]["target"]
-    for key in ("graph_count", "kernel_count", "preview"):
-        assert docs[2].get(key) == docs[1].get(key) == docs[0].get(key), key
+    assert docs[0]["preview"] is True and docs[0]["device"] == "cuda:sm_90"
+    for key in ("preview", "device", "kernel_count", "unavailable", "preview_notes", "preview_errors"):
+        assert docs[2][key] == docs[1][key] == docs[0][key], key
     other, seen = warm.run("explain", "--backend", "eager")
     assert other.returncode == 0 and forked(seen) and "preview" not in seen["parent"], other.stderr[-3000:]
 
