@@ -125,6 +125,11 @@ def test_the_second_run_forks_and_counts_as_the_cold_run(warmed: Warmed) -> None
     assert [b["user_stack"][-1]["line"] for b in docs[2]["graph_breaks"]] == [
         b["user_stack"][-1]["line"] for b in docs[0]["graph_breaks"]
     ]
+    # a fork's Python shuts down as a cold one does: nothing printed after the program ended (what the
+    # warm process froze before forking used to print as leaks of triton's bindings here)
+    tails = [doc["program"]["output_tail"] for doc in docs]
+    assert tails[2] == tails[1] == tails[0], tails
+    assert not any("after the program ended" in line for tail in tails for line in tail or [])
     assert len(list(warmed.tcx.folder.glob("*.sock"))) == 1
 
 
@@ -167,7 +172,8 @@ def test_an_exit_status_and_a_signal_come_through_the_fork(warm: Warm) -> None:
 
 
 def test_a_timeout_stops_the_forked_program(warm: Warm) -> None:
-    proc, seen = warm.run("explain", "--backend", "eager", "--timeout", "12", "--format", "json", mode="hang")
+    """The fork has torch imported: the probe writes what it saw at once, well within the timeout."""
+    proc, seen = warm.run("explain", "--backend", "eager", "--timeout", "4", "--format", "json", mode="hang")
     assert forked(seen) and proc.returncode == 3, proc.stderr[-3000:]
     assert json.loads(proc.stdout)["program"]["status"] == "timeout"
 

@@ -23,6 +23,7 @@ when the tcx process that started it is gone; the next run of its environment th
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import importlib
@@ -263,6 +264,10 @@ def _reap(waiting: dict[int, socket.socket]) -> None:
 
 def _become_the_child(request: dict[str, Any], fds: list[int], entries: list[str], own: int) -> list[str]:
     """In the fork: what a cold start of the recorder child would be, from here on."""
+    # What this process froze (gc.freeze, before forking) is back in the collector's sight at exit, so
+    # Python's shutdown frees it as a cold child's does (else triton's bindings print the objects still
+    # alive as leaks, after the program's own output).
+    atexit.register(gc.unfreeze)
     os.setsid()  # a session and process group of its own, as the cold child's start_new_session
     for target, fd in zip((0, 1, 2), fds, strict=False):
         os.dup2(fd, target)
