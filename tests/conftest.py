@@ -33,7 +33,13 @@ ENV_CLEARED = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE", "COLUMNS", "LINES", 
 # TCX_KEEP_KERNEL_CACHE: where a view turns the compile caches off, tcx keeps Inductor's compiled
 # kernels (found by their source's hash) in the session's cache folder below, so gcc builds each kernel
 # once per session; every stage still runs and is recorded (core/recorder/compat.py).
-ENV_FIXED = {"TERM": "xterm-256color", "TCX_KEEP_KERNEL_CACHE": "1"}
+# PYTHONWARNINGS: a click warning (e.g. an option declared twice) is an error in every command the suite
+# runs (set for all, so that every run shares one environment: tcx's warm process serves them all).
+ENV_FIXED = {
+    "TERM": "xterm-256color",
+    "TCX_KEEP_KERNEL_CACHE": "1",
+    "PYTHONWARNINGS": "error::UserWarning:click.core",
+}
 for _name in ENV_CLEARED:
     os.environ.pop(_name, None)
 os.environ.update(ENV_FIXED)
@@ -239,14 +245,7 @@ def shared_run(
             if output:
                 argv += ["-o", str(folder / "output")]
             if python:
-                proc = subprocess.run(
-                    [sys.executable, *argv],
-                    cwd=REPO,
-                    env=full_env,
-                    capture_output=True,
-                    text=True,
-                    timeout=timeout,
-                )
+                proc = tcx_fork.run_python(argv, full_env, REPO, timeout)
             else:
                 proc = tcx_fork.run(argv, full_env, REPO, timeout)
             done.write_text(json.dumps([proc.returncode, proc.stdout, proc.stderr]))

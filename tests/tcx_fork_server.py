@@ -1,23 +1,31 @@
-"""The suite's tcx starter, run as a script by tests/tcx_fork.py: `python tcx_fork_server.py REPO FD`.
+"""The suite's starter, run as a script by tests/tcx_fork.py: `python tcx_fork_server.py REPO FD [python]`.
 
-It imports tcx's command line, core, renderers and terminal UI once (never torch: that stays each
-program's and command's own business), then serves requests on the Unix socket FD (SOCK_SEQPACKET,
-a message each): each request is one `python -m tcx ARGS` run from REPO, made as a fork of this
-process that takes the request's environment, and its stdout and stderr (pipes passed with the
-request), and runs `tcx` as `-m` would. This process waits for the fork and sends its exit status
-back. It exits when the socket closes.
+`tcx` (the default): it imports tcx's command line, core, renderers and terminal UI once (never
+torch: that stays each program's and command's own business) and serves `python -m tcx ARGS` runs
+from REPO. `python`: it imports torch, Dynamo and Inductor once (nothing of tcx) and serves plain
+`python PROGRAM ARGS` and `python -c CODE ARGS` runs: the programs the suite runs with no tcx
+anywhere, to compare tcx's counts with torch's own log of the program.
+
+Requests come on the Unix socket FD (SOCK_SEQPACKET, a message each); each is made as a fork of
+this process that takes the request's environment and folder, and its stdout and stderr (pipes
+passed with the request). This process waits for the fork and sends its exit status back. It exits
+when the socket closes.
 
 A fork shares with this process what it imported: modules that read nothing from the environment
-at import (tcx, rich and click read it when a command runs; tests/test_tcx_fork.py holds a fork's
-output equal to a fresh process's). A request whose environment differs in what Python reads at
-start-up is never sent here (tests/tcx_fork.py).
+at import that the request may change (tcx, rich and click read it when a command runs; torch
+reads TORCH_TRACE at import, read again here for each program that sets it). tests/tcx_fork.py
+sends here only requests whose environment differs in nothing else that is read at start-up or at
+import; tests/test_tcx_fork.py holds a fork's output (and torch's log) equal to a fresh process's.
 """
 
 import sys
 
 REPO, FD = sys.argv[1], int(sys.argv[2])
+MODE = sys.argv[3] if len(sys.argv) > 3 else "tcx"
 sys.path[0] = REPO  # where `python -m tcx`, started in REPO, finds tcx first
 
+import atexit  # noqa: E402
+import contextlib  # noqa: E402
 import gc  # noqa: E402
 import importlib  # noqa: E402
 import json  # noqa: E402
@@ -25,6 +33,7 @@ import os  # noqa: E402
 import pkgutil  # noqa: E402
 import runpy  # noqa: E402
 import socket  # noqa: E402
+import types  # noqa: E402
 
 # Modules that import torch: the recorder (it runs in the program's process) and the numerics
 # comparison (`tcx numerics` compares tensors in its own process). A command imports them itself.
@@ -36,7 +45,7 @@ SKIPPED = (
 )
 
 
-def preimport() -> None:
+def preimport_tcx() -> None:
     import tcx
 
     del tcx
@@ -47,6 +56,17 @@ def preimport() -> None:
                 importlib.import_module(info.name)
     if "torch" in sys.modules:
         raise SystemExit("a tcx module imported torch at import")
+
+
+def preimport_torch() -> None:
+    """What a program's first compile imports (as tcx's own warm process does)."""
+    import torch  # noqa: F401
+
+    for name in ("torch._dynamo", "torch._inductor.compile_fx"):
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+    if "tcx" in sys.modules:
+        raise SystemExit("importing torch imported tcx")
 
 
 def serve(conn: socket.socket) -> dict | None:
@@ -60,6 +80,9 @@ def serve(conn: socket.socket) -> dict | None:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
+            # At exit, back in the collector's sight, so that Python's finalization frees them as in a
+            # fresh process (else triton's bindings report the objects still alive as leaks).
+            atexit.register(gc.unfreeze)
             conn.close()
             os.dup2(fds[0], 1)
             os.dup2(fds[1], 2)
@@ -73,20 +96,57 @@ def serve(conn: socket.socket) -> dict | None:
         conn.send(f"rc {os.waitstatus_to_exitcode(status)}".encode())
 
 
+def run_tcx(args: list[str]) -> None:
+    sys.argv = ["-m", *args]  # runpy puts tcx/__main__.py first, as -m does
+    runpy.run_module("tcx", run_name="__main__", alter_sys=True)
+
+
+def run_program(args: list[str]) -> None:
+    """`python PROGRAM ARGS` or `python -c CODE ARGS`, as Python starts them: sys.argv, sys.path's
+    first entry (the program's real folder, or '' for -c), a `__main__` of the program's own, and
+    an uncaught exception printed from the program's first frame on, exit status 1."""
+    if os.environ.get("TORCH_TRACE"):
+        from torch._logging import _internal  # torch made its trace handler at import, without one
+
+        _internal.LOG_TRACE_HANDLER = None
+        _internal._init_logs()
+    if args[0] == "-c":
+        sys.argv = ["-c", *args[2:]]
+        sys.path[0] = ""
+        main = types.ModuleType("__main__")
+        main.__dict__.update(__builtins__=__builtins__, __loader__=None, __spec__=None)
+        sys.modules["__main__"] = main
+        code, run = compile(args[1], "<string>", "exec"), lambda: exec(code, main.__dict__)
+        first = "<string>"
+    else:
+        sys.argv = list(args)
+        sys.path[0] = os.path.dirname(os.path.realpath(args[0]))
+        run, first = (lambda: runpy.run_path(args[0], run_name="__main__")), args[0]
+    try:
+        run()
+    except SystemExit:
+        raise
+    except BaseException as exc:  # as Python prints an uncaught exception: the program's frames only
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_frame.f_code.co_filename != first:
+            tb = tb.tb_next
+        sys.excepthook(type(exc), exc, exc.with_traceback(tb).__traceback__)
+        sys.exit(1)
+
+
 def main() -> None:
     conn = socket.socket(fileno=FD)
-    preimport()
+    preimport_torch() if MODE == "python" else preimport_tcx()
     gc.collect()
     gc.freeze()  # a fork's collections then leave the imported modules' pages unshared
     conn.send(b"ready")
     request = serve(conn)
-    if request is None:
-        sys.exit(0)
+    if request is None:  # the suite has ended: no finalization (the imported modules are frozen)
+        os._exit(0)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    sys.argv = ["-m", *request["args"]]  # runpy puts tcx/__main__.py first, as -m does
-    runpy.run_module("tcx", run_name="__main__", alter_sys=True)
+    run_program(request["args"]) if MODE == "python" else run_tcx(request["args"])
 
 
 main()

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import ast
 import os
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+import tcx_fork
 from conftest import PROGRAMS, read_torch_trace, shared_run
 
 GPT2 = PROGRAMS / "models" / "gpt2_loss_type.py"
@@ -87,9 +86,7 @@ def test_the_line_added_by_hand_leaves_no_break_in_a_plain_run(tmp_path: Path) -
     program = tmp_path / "gpt2_fixed.py"
     program.write_text("".join([*lines[:at], LINE + "\n", *lines[at:]]))
     env = {**os.environ, "TORCH_TRACE": str(tmp_path / "trace")}
-    proc = subprocess.run(
-        [sys.executable, "-c", EAGER, str(program)], capture_output=True, text=True, timeout=600, env=env
-    )
+    proc = tcx_fork.run_python(["-c", EAGER, str(program)], env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     fixed = read_torch_trace(tmp_path / "trace")
     _, trace = _recording()

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+import tcx_fork
 from conftest import PROGRAMS, REPO, read_torch_trace, run_tcx, shared_run, shared_value
 
 pytestmark = [pytest.mark.torch]
@@ -157,14 +158,10 @@ def test_a_size_tied_to_another_input_is_never_advised_marked_alone() -> None:
 
 def test_marking_the_tied_size_alone_by_hand_crashes_as_torch_says() -> None:
     """The advice tcx no longer prints, applied by hand in a plain run (no tcx): torch raises."""
-    import subprocess
-    import sys
 
     from tcx.core.fix.verify import whole_reason
 
-    proc = subprocess.run(
-        [sys.executable, "-c", MARK_X_ALONE, str(SHARED)], capture_output=True, text=True, timeout=600
-    )
+    proc = tcx_fork.run_python(["-c", MARK_X_ALONE, str(SHARED)])
     assert proc.returncode != 0 and "ConstraintViolationError" in proc.stderr
     message = proc.stderr[proc.stderr.rindex("ConstraintViolationError: ") :]
     reason = whole_reason(message.removeprefix("ConstraintViolationError: "))
@@ -564,12 +561,8 @@ def test_the_in_process_timeline_is_complete_or_says_it_is_not() -> None:
     """train, train, eval of one compiled function: compiled in the block, every call is listed (a hit
     among them) with its argument shapes; compiled before the block, the capture saw no call, and the
     view says so instead of claiming a complete timeline of 2 calls and no hit."""
-    import subprocess
-    import sys
 
-    proc = subprocess.run(
-        [sys.executable, "-c", TIMELINE], capture_output=True, text=True, timeout=600, cwd=REPO
-    )
+    proc = tcx_fork.run_python(["-c", TIMELINE])
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout.strip().splitlines()[-1])
     inside, outside = doc["inside"], doc["outside"]
@@ -617,8 +610,6 @@ def test_a_size_passed_by_keyword_is_advised_under_the_callers_name_and_that_mar
     """torch guards `kwargs['tokens']` (the compiled function's **kwargs); the program's tensor is `ids`,
     passed as `tokens=ids`: the mark names `ids`, and the mark applied by hand in a plain run (no tcx)
     leaves torch's own log with no recompile."""
-    import subprocess
-    import sys
 
     run = shared_run("recompiles", str(KEYWORD), "--format", "json", trace=True).ok()
     assert read_torch_trace(run.torch_trace).recompiles == 1
@@ -635,13 +626,7 @@ def test_a_size_passed_by_keyword_is_advised_under_the_callers_name_and_that_mar
         )
     )
     trace = tmp_path / "trace"
-    proc = subprocess.run(
-        [sys.executable, str(marked)],
-        env={**os.environ, "TORCH_TRACE": str(trace)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = tcx_fork.run_python([str(marked)], {**os.environ, "TORCH_TRACE": str(trace)})
     assert proc.returncode == 0, proc.stderr[-3000:]
     torch_log = read_torch_trace(trace)
     assert (torch_log.recompiles, len(torch_log.compile_ids)) == (0, 1)

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, REPO, run_tcx, torch_trace_records
+import tcx_fork
+from conftest import PROGRAMS, run_tcx, torch_trace_records
 
 pytestmark = pytest.mark.torch
 
@@ -28,14 +27,8 @@ PROGRAM = str(PROGRAMS / "calls" / "callers.py")
 def runs(tmp_path_factory) -> tuple[Path, Path, dict[str, str]]:
     """A saved tcx recording and torch's log of a plain run; compile id -> code name."""
     tmp = tmp_path_factory.mktemp("callers")
-    subprocess.run(
-        [sys.executable, PROGRAM],
-        env={**os.environ, "TORCH_TRACE": str(tmp / "trace")},
-        capture_output=True,
-        check=True,
-        timeout=300,
-        cwd=REPO,
-    )
+    plain = tcx_fork.run_python([PROGRAM], {**os.environ, "TORCH_TRACE": str(tmp / "trace")})
+    assert plain.returncode == 0, plain.stderr[-3000:]
     names = {
         f"{md['frame_id']}/{md['frame_compile_id']}": md[name]["co_name"]
         for name, md, _ in torch_trace_records(tmp / "trace")

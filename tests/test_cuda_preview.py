@@ -28,6 +28,7 @@ def preview():
         "--format",
         "json",
         save=True,
+        env={"CUDA_VISIBLE_DEVICES": ""},  # no GPU, as every preview the suite makes
     ).ok()
     return run.json(), run.recording
 

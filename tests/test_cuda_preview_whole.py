@@ -11,12 +11,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import tcx_fork
 from conftest import (
     PROGRAMS,
     REPO,
@@ -88,9 +88,7 @@ def cpu_run(name: str, tmp_path: Path) -> TorchTrace:
     """The program run plainly on the CPU (no tcx), with torch's TORCH_TRACE log."""
     trace = tmp_path / "cpu_trace"
     env = {**os.environ, "TORCH_TRACE": str(trace), "CUDA_VISIBLE_DEVICES": ""}
-    proc = subprocess.run(
-        [sys.executable, str(CORPUS / f"{name}.py")], env=env, capture_output=True, text=True, timeout=900
-    )
+    proc = tcx_fork.run_python([str(CORPUS / f"{name}.py")], env, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return read_torch_trace(trace)
 

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import tcx_fork
 from conftest import PROGRAMS, run_tcx, torch_trace_records
 
 pytestmark = pytest.mark.torch
@@ -57,7 +58,7 @@ with InProcessRecorder() as rec:
 print(len(build_model(rec.recording()).graph_breaks))
 print(type(trace_log) is before[0], list(trace_log.handlers) == before[1], trace_log.propagate is before[2])
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    proc = tcx_fork.run_python(["-c", code])
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split("\n")[-3:] == ["1", "True True True", ""], proc.stdout
 
@@ -198,7 +199,7 @@ def test_which_started_pythons_tcx_cannot_follow(argv, env, skips):
 
 def test_raising_program_reports_the_exit_status_python_gives_it(program):
     target = program("broken/raises.py")
-    plain = subprocess.run([sys.executable, target], capture_output=True, timeout=300)
+    plain = tcx_fork.run_python([target])
     doc = _json(run_tcx("explain", target, "--format", "json"))
     assert doc["program"]["status"] == "exception"
     assert doc["program"]["exit_code"] == plain.returncode == 1

@@ -15,11 +15,11 @@ import html
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import PROGRAMS, REPO, TRACE_FIXTURES, run_tcx, shared_value, tool, torch_trace_records
+import tcx_fork
+from conftest import PROGRAMS, TRACE_FIXTURES, run_tcx, shared_value, tool, torch_trace_records
 from export_truth import EXPORT_LOGS, assert_log_agrees
 
 EXPORT = PROGRAMS / "export"
@@ -39,9 +39,7 @@ def source_line(program: Path, marker: str) -> int:
 
 def plain_run(program: Path) -> subprocess.CompletedProcess:
     """The program as `python program.py` runs it, without tcx."""
-    return subprocess.run(
-        [sys.executable, str(program)], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
+    return tcx_fork.run_python([str(program)], timeout=300)
 
 
 def printed(stdout: str, label: str) -> object:

@@ -19,8 +19,6 @@ from conftest import PROGRAMS, run_tcx, shared_run, torch_trace_records
 from tcx.core.views.registry import VIEWS
 
 PROGRAM = str(PROGRAMS / "two_functions.py")
-# A click warning (e.g. an option declared twice) is an error in every command tcx runs here.
-NO_WARNINGS = {"PYTHONWARNINGS": "error::UserWarning:click.core"}
 INDUCTOR_VIEWS = {v.name for v in VIEWS if v.fresh_compile}  # caches off: a cold compile each
 G_KERNEL_OPS = ("sin", "cos")
 # `tcx cost` runs the program again (compiled and eager) until its figures have 8 steady steps:
@@ -38,7 +36,9 @@ def view_args(name: str, target: str) -> list[str]:
 
 
 def run_json(args: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
-    proc = run_tcx(*args, env={**NO_WARNINGS, **(env or {})})
+    """A click warning is an error in every command the suite runs (PYTHONWARNINGS, tests/conftest.py);
+    and no other warning is printed."""
+    proc = run_tcx(*args, env=env)
     assert proc.returncode == 0, f"tcx {' '.join(args)} -> {proc.returncode}\n{proc.stderr}"
     assert "Warning" not in proc.stderr, proc.stderr
     return json.loads(proc.stdout)
@@ -48,9 +48,7 @@ def run_json(args: list[str], env: dict[str, str] | None = None) -> dict[str, An
 def recorded() -> tuple[Path, list[str], dict[str, Any]]:
     """The one live Inductor run: `tcx report prog.py:f --save`, with torch's own log of it (made once
     per session, whichever worker asks first)."""
-    run = shared_run(
-        "report", PROGRAM + ":f", "--format", "json", save=True, output=True, trace=True, env=NO_WARNINGS
-    ).ok()
+    run = shared_run("report", PROGRAM + ":f", "--format", "json", save=True, output=True, trace=True).ok()
     assert "Warning" not in run.stderr, run.stderr
     f_ids = sorted(
         f"{md['frame_id']}/{md['frame_compile_id']}"
@@ -138,7 +136,7 @@ def test_report_live_shows_only_f(recorded) -> None:
 
 def test_an_unknown_function_of_a_recording_is_a_usage_error_naming_the_compiled_ones() -> None:
     recording = Path(__file__).parent / "data" / "golden" / "two_functions_inductor.tcx.gz"
-    proc = run_tcx("guards", f"{recording}:nope", "--format", "json", env=NO_WARNINGS)
+    proc = run_tcx("guards", f"{recording}:nope", "--format", "json")
     assert proc.returncode == 2, proc.stderr
     assert "'nope' was not compiled" in proc.stderr and "f, g" in proc.stderr
     assert not proc.stdout
