@@ -51,6 +51,9 @@ if len(sys.argv) > 2 and sys.argv[2] == "segfault":
 if len(sys.argv) > 2 and sys.argv[2] == "hang":
     import time
     time.sleep(600)
+if len(sys.argv) > 2 and sys.argv[2] == "atexit":
+    import atexit
+    atexit.register(lambda: print("printed by the program's exit handler", file=sys.stderr))
 """
 
 
@@ -169,6 +172,18 @@ def test_an_exit_status_and_a_signal_come_through_the_fork(warm: Warm) -> None:
     assert forked(seen) and crashed.returncode == 3, crashed.stderr[-3000:]
     assert json.loads(crashed.stdout)["program"]["status"] == "crashed"
     assert json.loads(crashed.stdout)["program"]["signal"] == "SIGSEGV"
+
+
+def test_the_programs_exit_handlers_print_in_a_fork_as_in_a_cold_start(warm: Warm) -> None:
+    """A fork prints nothing once Python tears it down (core/recorder/warm.py), but everything before:
+    what the program's own exit handler prints comes out as in a cold start, after the program ended."""
+    runs = [
+        warm.run("explain", "--backend", "eager", "--format", "json", mode="atexit", TCX_WARM_DIR=folder)
+        for folder in (str(warm.folder), "off")
+    ]
+    assert [forked(seen) for _, seen in runs] == [True, False]
+    tails = [json.loads(proc.stdout)["program"]["output_tail"] for proc, _ in runs]
+    assert tails[0] == tails[1] and any("after the program ended" in line for line in tails[0]), tails
 
 
 def test_a_timeout_stops_the_forked_program(warm: Warm) -> None:

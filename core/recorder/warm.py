@@ -56,6 +56,7 @@ def serve(path: str, idle_s: float, tied: bool = False, preview: bool = False) -
     warm process of one tcx command (core/run/warm.invocation), which exits when that command is gone.
     `preview`: the CUDA preview's runs (its device stand-in loaded before torch), and only those."""
     parent = os.getppid()
+    atexit.register(_quiet_teardown_in_forks, os.getpid())  # before torch: it runs after torch's own
     own_path = python_path(os.environ.get(PATH), os.getcwd())  # sys.path's first entries, as started
     known = sys.path[: len(own_path)] == own_path  # else no run gets other entries: it starts cold
     from tcx.core.recorder import compat_fakecuda_shim
@@ -120,6 +121,24 @@ def serve(path: str, idle_s: float, tied: bool = False, preview: bool = False) -
         _reap(waiting)
         time.sleep(POLL_S)
     return None
+
+
+def _quiet_teardown_in_forks(server: int) -> None:
+    """A fork's last exit handler (registered before torch and the program register theirs; the last
+    registered run first): what Python prints after it, while it tears the fork down, goes nowhere.
+    The objects this process froze (gc.freeze) stay out of the collector's sight there, and triton's
+    bindings print those still alive as leaks, which a cold child (that collects them) never prints;
+    collecting them would cost each run about a CPU-second. Everything the program, its exit
+    handlers and torch's print comes out as in a cold start; only a message from the teardown itself
+    (an error in an object's `__del__` at exit) is not printed where a cold child would print it."""
+    if os.getpid() == server:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # the program's own replacement may be closed or broken
+            stream.flush()
+    nowhere = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(nowhere, 1)
+    os.dup2(nowhere, 2)
 
 
 def _listen(path: str) -> socket.socket | None:
@@ -264,10 +283,6 @@ def _reap(waiting: dict[int, socket.socket]) -> None:
 
 def _become_the_child(request: dict[str, Any], fds: list[int], entries: list[str], own: int) -> list[str]:
     """In the fork: what a cold start of the recorder child would be, from here on."""
-    # What this process froze (gc.freeze, before forking) is back in the collector's sight at exit, so
-    # Python's shutdown frees it as a cold child's does (else triton's bindings print the objects still
-    # alive as leaks, after the program's own output).
-    atexit.register(gc.unfreeze)
     os.setsid()  # a session and process group of its own, as the cold child's start_new_session
     for target, fd in zip((0, 1, 2), fds, strict=False):
         os.dup2(fd, target)

@@ -9,9 +9,10 @@ a mark; the second starts the warm process, waits for it (about as long as a col
 and forks from it, as later ones do. A warm process that exits (IDLE_S without a run) takes its
 start mark with it, so the next run starts another. Any difference that could matter at import
 (the interpreter, tcx's own code, every environment variable but the few that only shape the
-output, and TORCH_TRACE and PYTHONPATH, which the fork applies again) makes a different
-environment; anything unexpected falls back to the usual cold start. The folder must be a real
-folder owned by this user and closed to others.
+output, TORCH_TRACE and PYTHONPATH, which the fork applies again, and tcx's variables that the
+recorder reads only while the program runs) makes a different environment; anything unexpected
+falls back to the usual cold start. The folder must be a real folder owned by this user and
+closed to others.
 
 A command that makes several runs of one program (`tcx fix`, `tcx cost`) does the same within
 itself where TCX_WARM_DIR is unset (`invocation`): its warm process lives in a private temporary
@@ -62,6 +63,8 @@ _PER_RUN = frozenset(
 )
 # Read at import too, but the fork puts the run's own entries on sys.path (core/recorder/warm.py).
 _REAPPLIED = frozenset({"TORCH_TRACE", "PYTHONPATH"})
+# tcx's own, read by the recorder while the program runs (never at import): the fork has the run's value.
+_READ_WHILE_RUNNING = frozenset({"TCX_COST_PROFILER_EXPORT"})
 # The recorder's capture for the CUDA preview (`tcx codegen --target cuda:ARCH`): a warm process
 # of its own loads the preview's stand-in for the device before torch, as its cold child does.
 PREVIEW_CAPTURE = "cuda_preview"
@@ -211,7 +214,8 @@ def _asks_for_the_preview(argv: list[str]) -> bool:
 def _key(env: dict[str, str], preview: bool) -> str:
     """Everything a warm process must share with the run it forks for."""
     sources = sorted((str(p), p.stat().st_mtime_ns) for p in _CORE.rglob("*.py"))
-    fixed = sorted((k, v) for k, v in env.items() if k not in _PER_RUN and k not in _REAPPLIED)
+    ignored = _PER_RUN | _REAPPLIED | _READ_WHILE_RUNNING
+    fixed = sorted((k, v) for k, v in env.items() if k not in ignored)
     text = json.dumps([sys.executable, sys.version, str(_CORE), sources, fixed, preview])
     return hashlib.sha1(text.encode()).hexdigest()[:20]
 
