@@ -922,18 +922,15 @@ def cost_vs_plain_loop(runs: int, backend: str) -> dict[str, Any]:
         times = Path(tmp) / "times.jsonl"
 
         def plain_run(argv: list[str]) -> float:
-            subprocess.run(
-                argv, cwd=ROOT, env={**env, "COST_TIMES": str(times)}, check=True, capture_output=True
-            )
+            subprocess.run([*argv, "--times", str(times)], cwd=ROOT, env=env, check=True, capture_output=True)
             steps = own_train_steps(times)
             times.unlink()
             return statistics.median(steps.values())
 
         def tcx_run() -> dict[str, Any]:
             argv = [*tcx_argv(), "cost", rel, "--budget", "0", "--format", "json", "--no-save", "--", *args]
-            proc = subprocess.run(
-                argv, cwd=ROOT, env={**env, "COST_TIMES": str(times)}, capture_output=True, text=True
-            )
+            argv += ["--times", str(times)]
+            proc = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
             if proc.returncode != 0:
                 raise BenchError(f"tcx cost {rel}: exit code {proc.returncode}\n{proc.stderr[-2000:]}")
             doc = json.loads(proc.stdout)

@@ -35,10 +35,15 @@ ENV_CLEARED = ("NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE", "COLUMNS", "LINES", 
 # once per session; every stage still runs and is recorded (core/recorder/compat.py).
 # PYTHONWARNINGS: a click warning (e.g. an option declared twice) is an error in every command the suite
 # runs (set for all, so that every run shares one environment: tcx's warm process serves them all).
+# TORCHINDUCTOR_VEC_ISA_OK: Inductor takes the vector instruction sets /proc/cpuinfo lists instead of
+# building a probe library per set with gcc (about 5 CPU-seconds in each new cache folder: every
+# `tcx cache` run's own, the cache tests') and loading it in a new Python (in every process that
+# compiles). tests/test_hermetic.py checks that the probes pick the same sets on this machine.
 ENV_FIXED = {
     "TERM": "xterm-256color",
     "TCX_KEEP_KERNEL_CACHE": "1",
     "PYTHONWARNINGS": "error::UserWarning:click.core",
+    "TORCHINDUCTOR_VEC_ISA_OK": "1",
 }
 for _name in ENV_CLEARED:
     os.environ.pop(_name, None)

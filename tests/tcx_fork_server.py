@@ -80,9 +80,6 @@ def serve(conn: socket.socket) -> dict | None:
         sys.stderr.flush()
         pid = os.fork()
         if pid == 0:
-            # At exit, back in the collector's sight, so that Python's finalization frees them as in a
-            # fresh process (else triton's bindings report the objects still alive as leaks).
-            atexit.register(gc.unfreeze)
             conn.close()
             os.dup2(fds[0], 1)
             os.dup2(fds[1], 2)
@@ -134,8 +131,25 @@ def run_program(args: list[str]) -> None:
         sys.exit(1)
 
 
+def quiet_teardown_in_forks(server: int) -> None:
+    """A fork's last exit handler (registered before torch registers its own): what Python prints
+    while it tears the fork down goes nowhere. The frozen modules stay out of the collector's sight
+    there, and triton's bindings would print the objects still alive as leaks, which a fresh process
+    never prints (collecting them instead costs about a CPU-second per program)."""
+    if os.getpid() == server:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    nowhere = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(nowhere, 1)
+    os.dup2(nowhere, 2)
+
+
 def main() -> None:
     conn = socket.socket(fileno=FD)
+    if MODE == "python":
+        atexit.register(quiet_teardown_in_forks, os.getpid())
     preimport_torch() if MODE == "python" else preimport_tcx()
     gc.collect()
     gc.freeze()  # a fork's collections then leave the imported modules' pages unshared

@@ -1,6 +1,6 @@
 """`tcx cost`: real runs on the CPU (torch 2.13), checked against torch's own TORCH_TRACE log of the same
 run (break sites, compile ids, compile times, kernels in the output code) and against the program's own
-timing of the same calls (each fixture times its calls with time.perf_counter when COST_TIMES is set).
+timing of the same calls (each fixture times its calls with time.perf_counter when given `--times FILE`).
 These programs have no backward: a step is one call to the next (tests/test_cost_steps.py has the
 training loop).
 
@@ -43,7 +43,10 @@ def cost_run(folder: Path, program: Path, *extra: str) -> dict:
         "--save",
         str(folder / "run.tcx"),
         *extra,
-        env={"TORCH_TRACE": str(folder / "torch_trace"), "COST_TIMES": str(folder / "times.jsonl")},
+        "--",
+        "--times",  # the program's own timings (an argument: the run keeps the suite's environment)
+        str(folder / "times.jsonl"),
+        env={"TORCH_TRACE": str(folder / "torch_trace")},
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -3,7 +3,7 @@ produced, the optimizer step, the eager code between), training and evaluation a
 with their interval and count.
 
 Real runs on the CPU (torch 2.13), checked against the program's own time.perf_counter timing of the
-same steps (fixtures/programs/cost/*.py write it when COST_TIMES is set), against torch.profiler's
+same steps (fixtures/programs/cost/*.py write it when given `--times FILE`), against torch.profiler's
 own Chrome trace of each profiled step (TCX_COST_PROFILER_EXPORT) and against torch's TORCH_TRACE log
 of the run. The nanoGPT-style loop runs with `aot_eager` (an Inductor compile of its forward and
 backward takes minutes on 2 cores; tests/test_cost_lines.py reads a recorded Inductor run). Timing is
@@ -28,12 +28,8 @@ TOLERANCE = 1.10  # tcx's step time vs the program's own timing of the same step
 def tcx_cost(folder: Path, program: Path, *args: str, program_args: tuple[str, ...] = ()) -> dict:
     """`tcx cost PROGRAM ARGS --format json --save run.tcx`, with torch's TORCH_TRACE log, the program's
     own step timings and torch.profiler's own export of each profiled step."""
-    env = {
-        "TORCH_TRACE": str(folder / "torch_trace"),
-        "COST_TIMES": str(folder / "times.jsonl"),
-        "TCX_COST_PROFILER_EXPORT": str(folder / "profiler"),
-    }
-    extra = ("--", *program_args) if program_args else ()
+    env = {"TORCH_TRACE": str(folder / "torch_trace"), "TCX_COST_PROFILER_EXPORT": str(folder / "profiler")}
+    extra = ("--", *program_args, "--times", str(folder / "times.jsonl"))
     proc = run_tcx(
         "cost",
         str(program),
