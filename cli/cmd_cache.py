@@ -76,18 +76,26 @@ def load_runs(params: dict[str, Any]) -> tuple[list[Any], tuple[str, ...], tuple
 
 def record_runs(params: dict[str, Any], warm_runs: int, warm_env: dict[str, str]) -> list[Any]:
     """Run the program cold, then `warm_runs` times warm, with the compile caches on and in one
-    private directory (removed afterwards). A run that fails ends the series: it is reported."""
+    private directory (removed afterwards). A run that fails ends the series: it is reported.
+
+    The runs share an environment no other command has (the private cache folder): they fork from
+    a warm process of this command's own, started with the first run a later one shares its
+    environment with (core/run/warm.py). It has imported torch and compiled nothing, so the cold
+    run finds no compiled code in memory or on disk, as in a fresh process."""
     from tcx.cli import common
     from tcx.cli.session import load
+    from tcx.core.run import warm
 
     base = common.build_run_options(params, VIEW.fresh_compile, CAPTURE)
     loaded = []
-    with run_series.private_cache_dir() as env:
-        for i in range(warm_runs + 1):
+    with run_series.private_cache_dir() as env, warm.invocation(own=True):
+        envs = [{**env, **(warm_env if i else {})} for i in range(warm_runs + 1)]
+        for i, run_env in enumerate(envs):
             opts = dataclasses.replace(
                 base,
-                env={**env, **(warm_env if i else {})},
+                env=run_env,
                 save=run_series.saved_name(base.save, i, warm_runs),
+                warm_again=envs[i + 1 : i + 2] == [run_env],
             )
             loaded.append(load(params["target"], opts))
             if common.target_failed(loaded[-1].model):

@@ -33,9 +33,10 @@ import json, os, sys
 import torch
 
 parent = open(f"/proc/{os.getppid()}/cmdline", "rb").read().split(b"\\0")
-with open(sys.argv[1], "w") as out:
-    json.dump({"parent": [p.decode() for p in parent if p], "ppid": os.getppid(), "cwd": os.getcwd(),
-               "columns": os.environ.get("COLUMNS"), "argv": sys.argv[1:]}, out)
+with open(sys.argv[1], "a") as out:  # a line per run (`tcx cache` runs it several times)
+    print(json.dumps({"parent": [p.decode() for p in parent if p], "ppid": os.getppid(), "cwd": os.getcwd(),
+                      "columns": os.environ.get("COLUMNS"), "argv": sys.argv[1:],
+                      "cache": os.environ.get("TORCHINDUCTOR_CACHE_DIR")}), file=out)
 
 @torch.compile(backend="eager")
 def f(x):
@@ -65,6 +66,12 @@ class Warm:
         self.folder, self.program = folder, program
 
     def run(self, *args: str, mode: str = "", cwd: Path | None = None, columns: str = "120", **env: str):
+        proc, seen = self.runs(*args, mode=mode, cwd=cwd, columns=columns, **env)
+        assert len(seen) <= 1, seen
+        return proc, (seen[0] if seen else None)
+
+    def runs(self, *args: str, mode: str = "", cwd: Path | None = None, columns: str = "120", **env: str):
+        """The finished tcx process and what each run of the program saw, in order."""
         seen = self.folder.parent / f"seen-{time.monotonic_ns()}.json"
         env = {**os.environ, "TCX_WARM_DIR": str(self.folder), "NO_COLOR": "1", "COLUMNS": columns, **env}
         proc = subprocess.run(
@@ -75,7 +82,8 @@ class Warm:
             text=True,
             timeout=300,
         )
-        return proc, (json.loads(seen.read_text()) if seen.exists() else None)
+        lines = seen.read_text().splitlines() if seen.exists() else []
+        return proc, [json.loads(line) for line in lines]
 
 
 def forked(seen: dict) -> bool:
@@ -348,6 +356,31 @@ def test_the_commands_warm_process_and_its_folder_are_gone_when_it_ends(
         or b"warm_boot" not in Path(f"/proc/{server}/cmdline").read_bytes()
     )
     assert not [p.name for p in warm.tmp.iterdir() if p.name.startswith("tcx-warm-")]
+
+
+def test_tcx_caches_runs_all_fork_from_one_warm_process_of_its_own(tmp_path: Path) -> None:
+    """`tcx cache` runs the program cold, then warm, in a private cache folder no other command shares:
+    every run, the cold one too, forks from one warm process of the command's own, started with the
+    cold run and gone with the command (TCX_WARM_DIR's folder stays unused: a warm process there would
+    outlive the command for nothing). That process compiled nothing: tests/test_cache.py's live runs
+    (forked the same way) hold that the cold run misses and the warm one hits."""
+    folder = tmp_path / "warm"
+    folder.mkdir(mode=0o700)
+    program = tmp_path / "probe.py"
+    program.write_text(PROBE)
+    proc, seen = Warm(folder, program).runs("cache", "--backend", "eager", "--runs", "2", "--format", "json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [r["label"] for r in json.loads(proc.stdout)["runs"]] == ["cold", "warm 1", "warm 2"]
+    assert [forked(s) for s in seen] == [True, True, True]
+    assert len({s["ppid"] for s in seen}) == 1 and "tied" in seen[0]["parent"]
+    assert len({s["cache"] for s in seen}) == 1 and seen[0]["cache"] != os.environ["TORCHINDUCTOR_CACHE_DIR"]
+    assert not Path(seen[0]["cache"]).exists()  # the private cache folder is removed with the command
+    assert list(folder.iterdir()) == []
+    server = seen[0]["ppid"]
+    assert (
+        not Path(f"/proc/{server}").exists()
+        or b"warm_boot" not in Path(f"/proc/{server}/cmdline").read_bytes()
+    )
 
 
 def test_a_fork_takes_a_new_path_entry_unless_it_holds_a_module_already_imported(tmp_path: Path) -> None:

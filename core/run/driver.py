@@ -54,6 +54,9 @@ class RunOptions:
     what_if: list[list[dict]] | None = None  # `tcx recompiles --what-if`: evaluated after the run
     env: dict[str, str] = field(default_factory=dict)  # added to the program's environment (`tcx cache`)
     cwd: str | None = None  # the program's working directory (None: tcx's own; `tcx fix --isolate`: a copy)
+    # a later run of this command has the same environment: this one forks from a warm process
+    # started now (core/run/warm.py `again`), where the command keeps one
+    warm_again: bool = False
 
 
 @dataclass
@@ -108,7 +111,7 @@ def record(
         sink = sys.stderr if opts.show_output else out
         env = {**os.environ, **opts.env, "PYTHONUNBUFFERED": "1"}
         with Supervisor() as supervisor:
-            forked = warm.start([json.dumps(spec)], env, opts.cwd, sink, sink)
+            forked = warm.start([json.dumps(spec)], env, opts.cwd, sink, sink, opts.warm_again)
             proc = (
                 supervisor.adopt(forked)
                 if forked

@@ -16,8 +16,10 @@ closed to others.
 
 A command that makes several runs of one program (`tcx fix`, `tcx cost`) does the same within
 itself where TCX_WARM_DIR is unset (`invocation`): its warm process lives in a private temporary
-folder, starts with its second run (never for a single run) and ends with the command.
-TCX_WARM_DIR=off starts every run cold.
+folder, starts with its second run (never for a single run) and ends with the command. A command
+that knows a later run shares this run's environment (`tcx cache`'s cold and warm runs, in a
+cache folder no other command uses) starts the warm process with this run (`again`): every run of
+that environment then forks, the first included. TCX_WARM_DIR=off starts every run cold.
 """
 
 from __future__ import annotations
@@ -74,12 +76,15 @@ _started: list[subprocess.Popen[bytes]] = []  # the warm processes started there
 
 
 @contextlib.contextmanager
-def invocation() -> Iterator[None]:
+def invocation(own: bool = False) -> Iterator[None]:
     """While a command that makes several runs of a program runs: where TCX_WARM_DIR is unset, its
     runs after the first fork from a warm process of its own, in a private temporary folder that
-    is removed at the end (the process ends with it)."""
+    is removed at the end (the process ends with it). `own`: the runs' environment is the command's
+    alone (a private cache folder), so a private folder is used even where TCX_WARM_DIR names one
+    (where its warm process would outlive the command, useless), unless that says `off`."""
     global _invocation
-    if os.environ.get(ENV) or _invocation is not None:
+    setting = os.environ.get(ENV)
+    if (setting and not own) or setting == OFF or _invocation is not None:
         yield
         return
     _invocation = Path(tempfile.mkdtemp(prefix="tcx-warm-"))  # 0700
@@ -138,9 +143,16 @@ class WarmChild:
 
 
 def start(
-    argv: list[str], env: dict[str, str], cwd: str | None, stdout: IO[Any] | int, stderr: IO[Any] | int
+    argv: list[str],
+    env: dict[str, str],
+    cwd: str | None,
+    stdout: IO[Any] | int,
+    stderr: IO[Any] | int,
+    again: bool = False,
 ) -> WarmChild | None:
-    """Fork the recorder child (`argv`: boot.py's arguments) from a warm process, or None: start it cold."""
+    """Fork the recorder child (`argv`: boot.py's arguments) from a warm process, or None: start it cold.
+    `again`: a later run shares this environment, so a warm process for it starts now, not at the
+    second run."""
     folder = _invocation or _private_folder(os.environ.get(ENV))
     if folder is None or not hasattr(socket, "send_fds"):
         return None
@@ -150,7 +162,7 @@ def start(
     _wait_for_a_starting_server(folder, key)
     conn = _connect(path)
     if conn is None:
-        server = _start_server(folder, key, env, cwd, preview)
+        server = _start_server(folder, key, env, cwd, preview, again)
         if server is None:
             return None
         _wait_for_a_starting_server(folder, key, server)  # as long as a cold start would take
@@ -241,10 +253,10 @@ def _wait_for_a_starting_server(
 
 
 def _start_server(
-    folder: Path, key: str, env: dict[str, str], cwd: str | None, preview: bool
+    folder: Path, key: str, env: dict[str, str], cwd: str | None, preview: bool, again: bool
 ) -> subprocess.Popen[bytes] | None:
-    """The first run of an environment leaves a mark; the second starts its warm process (returned,
-    and waited for: a run that finds it starting waits for it too)."""
+    """The first run of an environment leaves a mark; the second (the first, `again`) starts its
+    warm process (returned, and waited for: a run that finds it starting waits for it too)."""
     for mark in (f"{key}.seen", f"{key}.started"):
         try:
             os.close(os.open(folder / mark, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600))
@@ -253,6 +265,8 @@ def _start_server(
         except OSError:
             return None
         if mark.endswith(".seen"):
+            if again:
+                continue
             return None
         server_env = {k: v for k, v in env.items() if k != "TORCH_TRACE"}  # each fork reads its own
         if env.get("PYTHONPATH"):  # as the run would have it, though the server starts in `folder`
