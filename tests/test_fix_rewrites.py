@@ -10,14 +10,13 @@ own file is never changed. Each program runs once per module (module-scoped fixt
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from conftest import PROGRAMS, REPO, TorchTrace, read_torch_trace, tool
+import tcx_fork
+from conftest import PROGRAMS, TorchTrace, read_torch_trace, tool
 from fix_runs import counts, figures, fix_json, remedy
 
 pytestmark = [pytest.mark.torch]
@@ -56,10 +55,10 @@ def patched_copy(program: str, patch: str, folder: Path) -> Path:
 
 
 def plain_python(*args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
-    return subprocess.run(
-        [sys.executable, *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=600
-    )
+    """`python ARGS` as a user runs it, with no tcx: the worker's environment and compile caches (a
+    fork of the worker's process that imported torch; tests/test_tcx_fork.py holds it to a fresh
+    Python's output and torch log)."""
+    return tcx_fork.run_python(list(args))
 
 
 def assert_torchs_counts(doc: dict, logs: Path, r: dict) -> TorchTrace:
